@@ -1,0 +1,130 @@
+// Package kernels is the only place that touches numbers in bulk: dense and
+// sparse products, element-wise ops, the loss and the optimizer step. The
+// Device interface is what the model code calls; CPU is its reference
+// implementation (and the twin every accelerator kernel is tested against).
+package kernels
+
+// Mat is a dense row-major float32 matrix: element (i, j) is Data[i*Cols+j].
+type Mat struct {
+	Rows, Cols int
+	Data       []float32
+}
+
+// NewMat allocates a zeroed rows x cols matrix.
+func NewMat(rows, cols int) *Mat {
+	return &Mat{Rows: rows, Cols: cols, Data: make([]float32, rows*cols)}
+}
+
+// Row returns row i as a slice aliasing m.Data.
+func (m *Mat) Row(i int) []float32 { return m.Data[i*m.Cols : (i+1)*m.Cols] }
+
+// View returns rows [lo, hi) as a matrix aliasing m.Data.
+func (m *Mat) View(lo, hi int) *Mat {
+	return &Mat{Rows: hi - lo, Cols: m.Cols, Data: m.Data[lo*m.Cols : hi*m.Cols]}
+}
+
+// Adj is a weighted sparse matrix in CSR form: (A X)[i,:] = sum over k in
+// [Ptr[i], Ptr[i+1]) of Val[k] * X[Col[k],:]. Val == nil means all ones.
+// T is the transpose (CSR of A^T, with the same weights), used by backward
+// passes so that they too run row-parallel without atomics.
+type Adj struct {
+	Rows, Cols int
+	Ptr        []int64
+	Col        []int32
+	Val        []float32
+	T          *Adj
+}
+
+// Device runs the numerical primitives of GNN training. Matrices passed in
+// must have matching shapes (implementations panic otherwise: a shape error is
+// a programming error, not bad input). Unless stated, outputs may not alias
+// inputs. Implementations are safe for use by one goroutine at a time.
+type Device interface {
+	// SpMM computes y = A x, or y += A x when accumulate is set.
+	// x is A.Cols x F, y is A.Rows x F.
+	SpMM(a *Adj, x, y *Mat, accumulate bool)
+
+	// Gemm computes c = alpha * op(a) * op(b) + beta * c, where op(m) is m or
+	// its transpose as transA/transB say. beta = 0 ignores c's old contents.
+	Gemm(transA, transB bool, alpha float32, a, b *Mat, beta float32, c *Mat)
+
+	// AddBias adds b (len y.Cols) to every row of y.
+	AddBias(y *Mat, b []float32)
+
+	// BiasGrad computes db = column sums of dy (db += ... when accumulate).
+	BiasGrad(dy *Mat, db []float32, accumulate bool)
+
+	// ReLU computes y = max(x, 0); y may alias x.
+	ReLU(x, y *Mat)
+
+	// ReLUBackward computes dx = dy where y > 0, else 0; dx may alias dy.
+	ReLUBackward(y, dy, dx *Mat)
+
+	// Dropout zeroes each element of x with probability p and scales the
+	// survivors by 1/(1-p), writing y (may alias x) and the applied factor
+	// to mask (same shape). The draw for element (i, j) depends only on
+	// (seed, rowID(i), j), where rowID(i) = rowIDs[i] or i when rowIDs is nil,
+	// so that a node gets the same mask wherever it is stored.
+	Dropout(x, y, mask *Mat, p float32, seed uint64, rowIDs []int32)
+
+	// Mul computes y = x * m element-wise (the dropout backward); y may alias x.
+	Mul(x, m, y *Mat)
+
+	// SoftmaxCrossEntropy computes, over the rows listed in rows, the summed
+	// cross-entropy of softmax(logits[i]) against labels[i], and writes
+	// dlogits = scale * (softmax - onehot) for those rows and 0 elsewhere.
+	// It returns the loss sum (not scaled) in float64.
+	SoftmaxCrossEntropy(logits *Mat, labels []int32, rows []int32, scale float32, dlogits *Mat) float64
+
+	// CountCorrect returns how many of the listed rows have argmax(logits[i])
+	// == labels[i] (ties go to the lowest class index).
+	CountCorrect(logits *Mat, labels []int32, rows []int32) int
+
+	// Adam performs one step (step >= 1) of Adam on p with gradient g and
+	// moments m, v. With weightDecay > 0 it adds weightDecay*p to the
+	// gradient first (L2 regularisation, as torch.optim.Adam does).
+	Adam(p, g, m, v []float32, step int, lr, beta1, beta2, eps, weightDecay float32)
+
+	// Zero sets every element of m to 0.
+	Zero(m []float32)
+}
+
+// NewAdj builds the CSR matrix with the given arrays (which it keeps) and
+// its transpose.
+func NewAdj(rows, cols int, ptr []int64, col []int32, val []float32) *Adj {
+	a := &Adj{Rows: rows, Cols: cols, Ptr: ptr, Col: col, Val: val}
+	a.T = transpose(a)
+	a.T.T = a
+	return a
+}
+
+// transpose returns A^T in CSR form (a counting sort by column). Entries of
+// each transposed row keep increasing source-row order.
+func transpose(a *Adj) *Adj {
+	nnz := a.Ptr[a.Rows]
+	ptr := make([]int64, a.Cols+1)
+	for _, c := range a.Col[:nnz] {
+		ptr[c+1]++
+	}
+	for j := 0; j < a.Cols; j++ {
+		ptr[j+1] += ptr[j]
+	}
+	col := make([]int32, nnz)
+	var val []float32
+	if a.Val != nil {
+		val = make([]float32, nnz)
+	}
+	fill := make([]int64, a.Cols)
+	copy(fill, ptr[:a.Cols])
+	for i := 0; i < a.Rows; i++ {
+		for k := a.Ptr[i]; k < a.Ptr[i+1]; k++ {
+			c := a.Col[k]
+			col[fill[c]] = int32(i)
+			if val != nil {
+				val[fill[c]] = a.Val[k]
+			}
+			fill[c]++
+		}
+	}
+	return &Adj{Rows: a.Cols, Cols: a.Rows, Ptr: ptr, Col: col, Val: val}
+}
