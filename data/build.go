@@ -103,3 +103,39 @@ func parallelRange(n int, body func(lo, hi int)) {
 	}
 	wg.Wait()
 }
+
+// WithSelfLoops returns g with an edge i->i added to every row that lacks
+// one (placed first in the row); g itself is unchanged.
+func WithSelfLoops(g *Graph) *Graph {
+	missing := make([]bool, g.N)
+	parallelRange(g.N, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			missing[i] = true
+			for _, s := range g.Indices[g.Indptr[i]:g.Indptr[i+1]] {
+				if int(s) == i {
+					missing[i] = false
+					break
+				}
+			}
+		}
+	})
+	indptr := make([]int64, g.N+1)
+	for i := 0; i < g.N; i++ {
+		indptr[i+1] = indptr[i] + g.Indptr[i+1] - g.Indptr[i]
+		if missing[i] {
+			indptr[i+1]++
+		}
+	}
+	indices := make([]int32, indptr[g.N])
+	parallelRange(g.N, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			at := indptr[i]
+			if missing[i] {
+				indices[at] = int32(i)
+				at++
+			}
+			copy(indices[at:indptr[i+1]], g.Indices[g.Indptr[i]:g.Indptr[i+1]])
+		}
+	})
+	return &Graph{N: g.N, Indptr: indptr, Indices: indices}
+}

@@ -1,0 +1,111 @@
+// Command gnn-spmd trains graph neural networks on full graphs, in one
+// process or as one rank of an SPMD job.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/gnn-spmd/gnn-spmd/data"
+)
+
+// Exit codes: 1 for a failure while running, 2 for bad input or usage.
+const (
+	exitFailure  = 1
+	exitBadInput = 2
+)
+
+// usageError marks an error in the command line itself.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+type command struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) error
+}
+
+var commands = []command{
+	{"train", "train a GNN on a dataset (OGB directory or .h5)", runTrain},
+	{"gen", "generate a synthetic graph dataset (contextual SBM) as .h5", runGen},
+	{"convert", "convert an OGB-layout directory into one .h5 dataset file", runConvert},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		topUsage(stderr)
+		if len(args) == 0 {
+			return exitBadInput
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return report(c.run(args[1:], stdout, stderr), stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "gnn-spmd: unknown command %q (run gnn-spmd --help)\n", args[0])
+	return exitBadInput
+}
+
+func topUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: gnn-spmd <command> [flags]   (gnn-spmd <command> --help for its flags)")
+	fmt.Fprintln(w, "commands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+}
+
+// report prints err as one line and maps it to an exit code.
+func report(err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintf(stderr, "gnn-spmd: %v\n", err)
+	var ie *data.InputError
+	var ue *usageError
+	if errors.As(err, &ie) || errors.As(err, &ue) {
+		return exitBadInput
+	}
+	return exitFailure
+}
+
+// newFlags returns a flag set that reports parse errors as usage errors.
+func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	// Parse errors come back as one line through report; only --help prints
+	// the flag list (see parseFlags).
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fs.SetOutput(stderr)
+		fmt.Fprintf(stderr, "usage: gnn-spmd %s\n", synopsis)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+// parseFlags parses args and rejects stray positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usagef("%s: %v (see gnn-spmd %s --help)", fs.Name(), err, fs.Name())
+	}
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}

@@ -1,0 +1,27 @@
+package gnn
+
+import "github.com/gnn-spmd/gnn-spmd/kernels"
+
+// Halo moves boundary rows between ranks for one layer.
+type Halo interface {
+	// Forward fills the halo rows [NumOwned, NumOwned+NumHalo) of the
+	// layer-l input h with the owners' current rows.
+	Forward(layer int, h *kernels.Mat) error
+	// Backward returns the halo rows of the gradient dh to their owners,
+	// who add them into their owned rows of dh.
+	Backward(layer int, dh *kernels.Mat) error
+}
+
+// Reducer sums values over all ranks, leaving the same result on each.
+type Reducer interface {
+	AllReduceFloat32(x []float32) error
+	AllReduceFloat64(x []float64) error
+}
+
+// Alone is the Halo and Reducer of a single rank: nothing to exchange.
+type Alone struct{}
+
+func (Alone) Forward(int, *kernels.Mat) error  { return nil }
+func (Alone) Backward(int, *kernels.Mat) error { return nil }
+func (Alone) AllReduceFloat32([]float32) error { return nil }
+func (Alone) AllReduceFloat64([]float64) error { return nil }

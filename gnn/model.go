@@ -1,0 +1,307 @@
+package gnn
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+)
+
+// ModelConfig fixes the architecture.
+type ModelConfig struct {
+	Model   string  // "sage" or "gcn"
+	Layers  int     // number of message-passing layers, >= 1
+	Hidden  int     // width of every hidden layer
+	InDim   int     // input feature width
+	Classes int     // output width
+	Dropout float32 // probability, applied to every layer's input while training
+	Seed    uint64  // initialisation and dropout streams
+}
+
+// Dims returns the input width of every layer followed by the output width.
+func (c ModelConfig) Dims() []int {
+	d := make([]int, c.Layers+1)
+	d[0] = c.InDim
+	for l := 1; l < c.Layers; l++ {
+		d[l] = c.Hidden
+	}
+	d[c.Layers] = c.Classes
+	return d
+}
+
+func (c ModelConfig) validate() error {
+	switch {
+	case c.Model != "sage" && c.Model != "gcn":
+		return fmt.Errorf("model: got %q, expected sage or gcn", c.Model)
+	case c.Layers < 1:
+		return fmt.Errorf("layers: got %d, expected at least 1", c.Layers)
+	case c.Layers > 1 && c.Hidden < 1:
+		return fmt.Errorf("hidden: got %d, expected at least 1", c.Hidden)
+	case c.InDim < 1 || c.Classes < 1:
+		return fmt.Errorf("model dims: input %d, classes %d, expected both >= 1", c.InDim, c.Classes)
+	case c.Dropout < 0 || c.Dropout >= 1 || math.IsNaN(float64(c.Dropout)):
+		return fmt.Errorf("dropout: got %v, expected a probability in [0, 1)", c.Dropout)
+	}
+	return nil
+}
+
+// Param is one trainable tensor with its gradient and Adam moments.
+type Param struct {
+	Name       string
+	Rows, Cols int
+	W, G, M, V []float32
+	Decay      bool // weight decay applies (weights yes, biases no)
+}
+
+func newParam(name string, rows, cols int, decay bool) *Param {
+	n := rows * cols
+	return &Param{Name: name, Rows: rows, Cols: cols, Decay: decay,
+		W: make([]float32, n), G: make([]float32, n), M: make([]float32, n), V: make([]float32, n)}
+}
+
+func (p *Param) mat() *kernels.Mat  { return &kernels.Mat{Rows: p.Rows, Cols: p.Cols, Data: p.W} }
+func (p *Param) grad() *kernels.Mat { return &kernels.Mat{Rows: p.Rows, Cols: p.Cols, Data: p.G} }
+
+// layer is one message-passing layer. SAGE: y = X Ws + A X Wn + b; GCN:
+// y = A X W + b. The product with Wn and the aggregation by A commute, so a
+// layer aggregates whichever side is narrower (as DGL's GraphConv does):
+// aggregate-first computes (A X) Wn and exchanges halo rows of X;
+// project-first computes A (X Wn) and exchanges halo rows of X Wn. The
+// halo exchange always carries the matrix that A multiplies.
+type layer struct {
+	self, neigh, bias *Param // self is SAGE only; neigh is GCN's W
+	in, out           int
+	last, isSAGE      bool
+	projectFirst      bool // out < in: aggregate X Wn rather than X
+	// inPlace: the previous layer writes its output straight into x.
+	inPlace bool
+	x       *kernels.Mat // input after dropout; owned+halo rows when aggregating it, else owned
+	mask    *kernels.Mat // dropout factors of the owned input rows
+	z       *kernels.Mat // aggregate-first: A x, owned rows
+	p       *kernels.Mat // project-first: x Wn, owned+halo rows
+	y       *kernels.Mat // output (post-ReLU unless last), owned rows
+	ws, wn  *kernels.Mat // weights as matrices
+	gs, gn  *kernels.Mat // their gradients
+}
+
+// Model holds the parameters and the per-layer activations of one rank.
+type Model struct {
+	Config ModelConfig
+	Params []*Param
+	layers []*layer
+	local  *Local
+	dev    kernels.Device
+	// Gradient scratch, each sized for the widest layer: two ping-pong
+	// buffers for d(layer input) and one for d(A x) or d(x Wn).
+	dA, dB, dZ []float32
+	dlogits    *kernels.Mat
+}
+
+// NewModel allocates a model for the given rank view, initialised with
+// Glorot-uniform weights and zero biases drawn from cfg.Seed (identical on
+// every rank).
+func NewModel(cfg ModelConfig, local *Local, dev kernels.Device) (*Model, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if local.Features.Cols != cfg.InDim {
+		return nil, fmt.Errorf("model input width %d but features have %d columns", cfg.InDim, local.Features.Cols)
+	}
+	dims := cfg.Dims()
+	m := &Model{Config: cfg, local: local, dev: dev}
+	rows := local.NumOwned + local.NumHalo
+	own := local.NumOwned
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
+	widest := 0
+	for l := 0; l < cfg.Layers; l++ {
+		in, out := dims[l], dims[l+1]
+		widest = max(widest, in, out)
+		ly := &layer{in: in, out: out, last: l == cfg.Layers-1, isSAGE: cfg.Model == "sage", projectFirst: out < in}
+		if ly.isSAGE {
+			ly.self = newParam(fmt.Sprintf("layer%d.self_weight", l), in, out, true)
+			ly.neigh = newParam(fmt.Sprintf("layer%d.neigh_weight", l), in, out, true)
+		} else {
+			ly.neigh = newParam(fmt.Sprintf("layer%d.weight", l), in, out, true)
+		}
+		ly.bias = newParam(fmt.Sprintf("layer%d.bias", l), 1, out, false)
+		for _, p := range []*Param{ly.self, ly.neigh} {
+			if p != nil {
+				glorot(rng, p)
+				m.Params = append(m.Params, p)
+			}
+		}
+		m.Params = append(m.Params, ly.bias)
+		xRows := rows
+		if ly.projectFirst {
+			xRows = own
+		}
+		switch {
+		case l == 0 && cfg.Dropout == 0 && ly.projectFirst:
+			ly.x = local.Features // read only: nothing writes a project-first input
+		case l == 0 && cfg.Dropout == 0:
+			// The input never changes: copy the features in once.
+			ly.x = kernels.NewMat(xRows, in)
+			copy(ly.x.Data, local.Features.Data)
+		default:
+			ly.x = kernels.NewMat(xRows, in)
+		}
+		if cfg.Dropout > 0 {
+			ly.mask = kernels.NewMat(own, in)
+		}
+		if ly.projectFirst {
+			ly.p = kernels.NewMat(rows, out)
+		} else {
+			ly.z = kernels.NewMat(own, in)
+		}
+		ly.y = kernels.NewMat(own, out)
+		ly.wn, ly.gn = ly.neigh.mat(), ly.neigh.grad()
+		if ly.isSAGE {
+			ly.ws, ly.gs = ly.self.mat(), ly.self.grad()
+		}
+		m.layers = append(m.layers, ly)
+	}
+	if cfg.Dropout == 0 {
+		// Without dropout a layer's output is the next layer's input: write
+		// it there directly instead of copying it every epoch.
+		for l := 0; l+1 < cfg.Layers; l++ {
+			m.layers[l].y = m.layers[l+1].x.View(0, own)
+			m.layers[l+1].inPlace = true
+		}
+	}
+	m.dA = make([]float32, rows*widest)
+	m.dB = make([]float32, rows*widest)
+	m.dZ = make([]float32, rows*widest)
+	m.dlogits = kernels.NewMat(own, cfg.Classes)
+	return m, nil
+}
+
+// glorot fills p.W uniformly in +-sqrt(6/(fan_in+fan_out)).
+func glorot(rng *rand.Rand, p *Param) {
+	a := math.Sqrt(6 / float64(p.Rows+p.Cols))
+	for i := range p.W {
+		p.W[i] = float32((2*rng.Float64() - 1) * a)
+	}
+}
+
+// dropoutSeed derives the seed of the mask of one layer input in one epoch.
+func dropoutSeed(seed uint64, epoch, layer int) uint64 {
+	return mix64(seed ^ mix64(uint64(epoch)<<20|uint64(layer)))
+}
+
+func mix64(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// Forward runs all layers and returns the logits (owned rows x classes).
+// With train set, dropout is applied with masks drawn for this epoch.
+func (m *Model) Forward(halo Halo, train bool, epoch int) (*kernels.Mat, error) {
+	d, loc := m.dev, m.local
+	own := loc.NumOwned
+	for l, ly := range m.layers {
+		// 1. The owned rows of this layer's input.
+		var src *kernels.Mat
+		if l == 0 {
+			src = loc.Features
+		} else {
+			src = m.layers[l-1].y
+		}
+		xOwn := ly.x.View(0, own)
+		switch {
+		case train && m.Config.Dropout > 0:
+			d.Dropout(src, xOwn, ly.mask, m.Config.Dropout, dropoutSeed(m.Config.Seed, epoch, l), loc.GlobalIDs)
+		case !ly.inPlace && (l > 0 || m.Config.Dropout > 0):
+			copy(xOwn.Data, src.Data)
+		}
+		// 2. Halo rows from their owners, aggregation and the dense part.
+		if ly.projectFirst {
+			d.Gemm(false, false, 1, xOwn, ly.wn, 0, ly.p.View(0, own))
+			if err := halo.Forward(l, ly.p); err != nil {
+				return nil, fmt.Errorf("layer %d forward halo exchange: %w", l, err)
+			}
+			d.SpMM(loc.Adj, ly.p, ly.y, false)
+		} else {
+			if err := halo.Forward(l, ly.x); err != nil {
+				return nil, fmt.Errorf("layer %d forward halo exchange: %w", l, err)
+			}
+			d.SpMM(loc.Adj, ly.x, ly.z, false)
+			d.Gemm(false, false, 1, ly.z, ly.wn, 0, ly.y)
+		}
+		if ly.isSAGE {
+			d.Gemm(false, false, 1, xOwn, ly.ws, 1, ly.y)
+		}
+		d.AddBias(ly.y, ly.bias.W)
+		if !ly.last {
+			d.ReLU(ly.y, ly.y)
+		}
+	}
+	return m.layers[len(m.layers)-1].y, nil
+}
+
+// Backward computes all parameter gradients (overwriting G) from the
+// gradient of the loss w.r.t. the logits of the last Forward(train=true).
+func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
+	d, loc := m.dev, m.local
+	own, rows := loc.NumOwned, loc.NumOwned+loc.NumHalo
+	dOut := dlogits
+	for l := len(m.layers) - 1; l >= 0; l-- {
+		ly := m.layers[l]
+		if !ly.last {
+			d.ReLUBackward(ly.y, dOut, dOut)
+		}
+		d.BiasGrad(dOut, ly.bias.G, false)
+		xOwn := ly.x.View(0, own)
+		if ly.isSAGE {
+			d.Gemm(true, false, 1, xOwn, dOut, 0, ly.gs)
+		}
+		// d(layer input), owned(+halo) rows, into the scratch not holding dOut.
+		buf := m.dA
+		if len(dOut.Data) > 0 && &dOut.Data[0] == &m.dA[0] {
+			buf = m.dB
+		}
+		if ly.projectFirst {
+			dP := &kernels.Mat{Rows: rows, Cols: ly.out, Data: m.dZ[:rows*ly.out]}
+			d.SpMM(loc.Adj.T, dOut, dP, false)
+			if err := halo.Backward(l, dP); err != nil {
+				return fmt.Errorf("layer %d backward halo exchange: %w", l, err)
+			}
+			dPOwn := dP.View(0, own)
+			d.Gemm(true, false, 1, xOwn, dPOwn, 0, ly.gn)
+			if l == 0 {
+				break // no gradient w.r.t. the input features
+			}
+			dX := &kernels.Mat{Rows: own, Cols: ly.in, Data: buf[:own*ly.in]}
+			d.Gemm(false, true, 1, dPOwn, ly.wn, 0, dX)
+			if ly.isSAGE {
+				d.Gemm(false, true, 1, dOut, ly.ws, 1, dX)
+			}
+			dOut = dX
+		} else {
+			d.Gemm(true, false, 1, ly.z, dOut, 0, ly.gn)
+			if l == 0 {
+				break
+			}
+			dX := &kernels.Mat{Rows: rows, Cols: ly.in, Data: buf[:rows*ly.in]}
+			dZ := &kernels.Mat{Rows: own, Cols: ly.in, Data: m.dZ[:own*ly.in]}
+			d.Gemm(false, true, 1, dOut, ly.wn, 0, dZ)
+			if ly.isSAGE {
+				d.Gemm(false, true, 1, dOut, ly.ws, 0, dX.View(0, own))
+				d.Zero(dX.Data[own*ly.in:])
+				d.SpMM(loc.Adj.T, dZ, dX, true)
+			} else {
+				d.SpMM(loc.Adj.T, dZ, dX, false)
+			}
+			if err := halo.Backward(l, dX); err != nil {
+				return fmt.Errorf("layer %d backward halo exchange: %w", l, err)
+			}
+			dOut = dX.View(0, own)
+		}
+		if ly.mask != nil {
+			d.Mul(dOut, ly.mask, dOut)
+		}
+	}
+	return nil
+}
