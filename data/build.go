@@ -139,3 +139,24 @@ func WithSelfLoops(g *Graph) *Graph {
 	})
 	return &Graph{N: g.N, Indptr: indptr, Indices: indices}
 }
+
+// NormalizeFeatureRows scales every feature row to unit L1 norm (rows of
+// zeros stay zero), the preprocessing of Kipf & Welling's GCN experiments.
+func (d *Dataset) NormalizeFeatureRows() {
+	f := d.NumFeatures
+	parallelRange(d.Graph.N, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			row := d.Features[i*f : (i+1)*f]
+			var s float64
+			for _, v := range row {
+				s += math.Abs(float64(v))
+			}
+			if s > 0 {
+				inv := float32(1 / s)
+				for j := range row {
+					row[j] *= inv
+				}
+			}
+		}
+	})
+}
