@@ -5,7 +5,7 @@
 set -euo pipefail
 
 GO_VERSION=1.26.8
-PKGS=(build-essential pkgconf libhdf5-dev hdf5-tools libopenblas-dev libopenmpi-dev openmpi-bin libmetis-dev metis curl ca-certificates unzip)
+PKGS=(build-essential pkgconf libhdf5-dev hdf5-tools libopenblas-dev libopenmpi-dev openmpi-bin libmetis-dev metis python3-h5py python3-numpy curl ca-certificates unzip)
 
 sudo=""
 if [ "$(id -u)" != 0 ]; then sudo=sudo; fi
