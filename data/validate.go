@@ -33,7 +33,7 @@ func (d *Dataset) Validate(source string) error {
 	parallelRange(len(g.Indices), func(lo, hi int) {
 		for k := lo; k < hi; k++ {
 			if c := g.Indices[k]; c < 0 || int(c) >= n {
-				bad.CompareAndSwap(-1, int64(k))
+				storeMin(&bad, int64(k))
 				return
 			}
 		}
@@ -45,9 +45,10 @@ func (d *Dataset) Validate(source string) error {
 		return inputErrorf(source, 0, "features", "has %d values, expected num_nodes*num_features = %d*%d", len(d.Features), n, d.NumFeatures)
 	}
 	parallelRange(len(d.Features), func(lo, hi int) {
-		for k := lo; k < hi; k++ {
-			if v := float64(d.Features[k]); math.IsNaN(v) || math.IsInf(v, 0) {
-				bad.CompareAndSwap(-1, int64(k))
+		for k, v := range d.Features[lo:hi] {
+			// All exponent bits set: Inf or NaN.
+			if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+				storeMin(&bad, int64(lo+k))
 				return
 			}
 		}
@@ -100,4 +101,18 @@ func (s *Split) validate(source, name string, n int) error {
 		}
 	}
 	return nil
+}
+
+// storeMin lowers a (-1 = unset) to k, so that parallel scans report the
+// first offending entry whatever the scheduling.
+func storeMin(a *atomic.Int64, k int64) {
+	for {
+		old := a.Load()
+		if old != -1 && old <= k {
+			return
+		}
+		if a.CompareAndSwap(old, k) {
+			return
+		}
+	}
 }

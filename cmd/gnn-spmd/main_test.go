@@ -91,6 +91,7 @@ func TestBadInput(t *testing.T) {
 			if code != exitBadInput {
 				t.Fatalf("exit code %d, want %d; stderr: %s", code, exitBadInput, stderr)
 			}
+			t.Log(strings.TrimSpace(stderr))
 			if n := strings.Count(stderr, "\n"); n != 1 {
 				t.Errorf("want a one-line error, got %d lines: %q", n, stderr)
 			}

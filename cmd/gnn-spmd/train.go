@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"syscall"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
@@ -20,7 +21,7 @@ type trainFlags struct {
 	threads                     int
 	lr, weightDecay, dropout    float64
 	seed                        uint64
-	quiet                       bool
+	quiet, normalize            bool
 	cpuProfile                  string
 	build                       *data.BuildOptions
 }
@@ -41,6 +42,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&f.seed, "seed", 0, "seed for initialisation and dropout")
 	fs.StringVar(&f.metrics, "metrics", "", "write per-epoch metrics as JSON Lines to this file")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the summary")
+	fs.BoolVar(&f.normalize, "normalize-features", false, "scale every feature row to unit L1 norm (Kipf & Welling's preprocessing)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads for kernels (0 = all)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")
 	f.build = buildFlags(fs)
@@ -58,6 +60,9 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	ds, err := data.Load(f.data, data.OGBOptions{Build: *f.build})
 	if err != nil {
 		return err
+	}
+	if f.normalize {
+		ds.NormalizeFeatureRows()
 	}
 	split, err := pickSplit(ds, f.split)
 	if err != nil {
@@ -115,8 +120,8 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "done: best val %.4f at epoch %d, test at best val %.4f, final test %.4f, %d epochs in %.2fs\n",
-		sum.BestValAcc, sum.BestEpoch, sum.TestAtBestVal, sum.FinalTestAcc, sum.Epochs, sum.Seconds)
+	fmt.Fprintf(stdout, "done: best val %.4f at epoch %d, test at best val %.4f, final test %.4f, %d epochs in %.2fs, peak memory %d MiB\n",
+		sum.BestValAcc, sum.BestEpoch, sum.TestAtBestVal, sum.FinalTestAcc, sum.Epochs, sum.Seconds, maxRSSMiB())
 	return metrics.summary(sum)
 }
 
@@ -185,11 +190,21 @@ func (m *metricsWriter) summary(s gnn.Summary) error {
 		FinalTestAcc  float64 `json:"final_test_acc"`
 		Epochs        int     `json:"epochs"`
 		Seconds       float64 `json:"seconds"`
-	}{true, s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, s.Epochs, s.Seconds})
+		MaxRSSMiB     int64   `json:"max_rss_mb"`
+	}{true, s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, s.Epochs, s.Seconds, maxRSSMiB()})
 }
 
 func (m *metricsWriter) close() {
 	if m != nil {
 		m.f.Close()
 	}
+}
+
+// maxRSSMiB is this process's peak resident memory.
+func maxRSSMiB() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return int64(ru.Maxrss) / 1024 // kilobytes on Linux
 }
