@@ -13,8 +13,8 @@ func runConvert(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("convert", "convert --data DIR --out FILE.h5 [--add-inverse] [--self-loops]", stderr)
 	dir := fs.String("data", "", "OGB-layout dataset directory")
 	out := fs.String("out", "", "output dataset file (.h5)")
-	build := buildFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	build := buildFlags(fs.FlagSet)
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if *dir == "" || *out == "" {

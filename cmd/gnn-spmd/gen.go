@@ -20,7 +20,7 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	train := fs.Float64("train", 0.6, "fraction of nodes in the training set of split \"random\"")
 	valid := fs.Float64("valid", 0.2, "fraction of nodes in the validation set (the rest is test)")
 	seed := fs.Uint64("seed", 0, "random seed (same seed, same graph)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if *out == "" {

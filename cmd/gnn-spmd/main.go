@@ -81,25 +81,29 @@ func report(err error, stderr io.Writer) int {
 	return exitFailure
 }
 
-// newFlags returns a flag set that reports parse errors as usage errors.
-func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+// flagSet is a flag set that stays silent while parsing: parse errors come
+// back as one line through report, and only --help prints the flag list.
+type flagSet struct {
+	*flag.FlagSet
+	help func()
+}
+
+func newFlags(name, synopsis string, stderr io.Writer) *flagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	// Parse errors come back as one line through report; only --help prints
-	// the flag list (see parseFlags).
 	fs.SetOutput(io.Discard)
-	fs.Usage = func() {
+	fs.Usage = func() {}
+	return &flagSet{FlagSet: fs, help: func() {
 		fs.SetOutput(stderr)
 		fmt.Fprintf(stderr, "usage: gnn-spmd %s\n", synopsis)
 		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
-	return fs
+	}}
 }
 
-// parseFlags parses args and rejects stray positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string) error {
+// parse parses args and rejects stray positional arguments.
+func (fs *flagSet) parse(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.help()
 			return err
 		}
 		return usagef("%s: %v (see gnn-spmd %s --help)", fs.Name(), err, fs.Name())

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,5 +106,125 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("output directory not empty after a failed convert: %v", entries)
 			}
 		})
+	}
+}
+
+// TestBadH5 checks the same contract for .h5 datasets handed to train: a
+// text file, a missing dataset, a wrong shape and a label out of range, each
+// made from a valid converted file with h5py.
+func TestBadH5(t *testing.T) {
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import h5py").Run(); err != nil {
+		t.Skip("/usr/bin/python3 with h5py is needed to corrupt HDF5 files (scripts/deps.sh installs python3-h5py)")
+	}
+	good := filepath.Join(t.TempDir(), "good.h5")
+	if code, _, stderr := runCLI("convert", "--data", writeOGB(t, nil, false), "--out", good); code != 0 {
+		t.Fatalf("convert failed: %s", stderr)
+	}
+	cases := []struct {
+		name, python string // python edits the file f (an h5py.File opened r+); "" = replace by text
+		want         []string
+	}{
+		{"not hdf5", "", []string{"bad.h5"}},
+		{"missing dataset", "del f['/node/labels']", []string{"bad.h5", "/node/labels"}},
+		{"wrong shape", "del f['/graph/indices']; f['/graph/indices'] = np.zeros(3, dtype=np.int32)", []string{"bad.h5", "/graph/indices"}},
+		{"label >= classes", "f['/node/labels'][0] = 7", []string{"bad.h5", "/node/labels"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			bad := filepath.Join(dir, "bad.h5")
+			if c.python == "" {
+				os.WriteFile(bad, []byte("0,1\n1,0\n"), 0o644)
+			} else {
+				b, _ := os.ReadFile(good)
+				os.WriteFile(bad, b, 0o644)
+				script := "import h5py, numpy as np, sys\nf = h5py.File(sys.argv[1], 'r+')\n" + c.python + "\nf.close()\n"
+				if out, err := exec.Command(py, "-c", script, bad).CombinedOutput(); err != nil {
+					t.Fatalf("h5py: %v: %s", err, out)
+				}
+			}
+			metrics := filepath.Join(dir, "metrics.jsonl")
+			code, _, stderr := runCLI("train", "--data", bad, "--epochs", "1", "--metrics", metrics)
+			t.Log(strings.TrimSpace(stderr))
+			if code != exitBadInput {
+				t.Fatalf("exit code %d, want %d; stderr: %s", code, exitBadInput, stderr)
+			}
+			if n := strings.Count(stderr, "\n"); n != 1 {
+				t.Errorf("want a one-line error, got %d lines: %q", n, stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("error %q does not name %q", stderr, w)
+				}
+			}
+			if _, err := os.Stat(metrics); err == nil {
+				t.Errorf("metrics file written although the input was bad")
+			}
+		})
+	}
+}
+
+// TestTrainMetrics trains a few epochs on a generated graph and checks the
+// JSON Lines contract that later tools read.
+func TestTrainMetrics(t *testing.T) {
+	dir := t.TempDir()
+	g := filepath.Join(dir, "g.h5")
+	if code, _, stderr := runCLI("gen", "--out", g, "--nodes", "2000", "--classes", "4", "--features", "16", "--seed", "3"); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	metrics := filepath.Join(dir, "m.jsonl")
+	code, stdout, stderr := runCLI("train", "--data", g, "--epochs", "3", "--hidden", "8", "--metrics", metrics)
+	if code != 0 {
+		t.Fatalf("train: %s", stderr)
+	}
+	if strings.Count(stdout, "\nepoch ") != 3 {
+		t.Errorf("want 3 epoch lines on stdout, got:\n%s", stdout)
+	}
+	b, err := os.ReadFile(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("want 3 epoch objects and a summary, got %d lines", len(lines))
+	}
+	for i, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		keys := []string{"epoch", "loss", "train_acc", "val_acc", "test_acc", "epoch_seconds"}
+		if i == 3 {
+			keys = []string{"summary", "best_val_acc", "test_at_best_val", "final_test_acc", "epochs", "seconds"}
+		}
+		for _, k := range keys {
+			if _, ok := m[k]; !ok {
+				t.Errorf("line %d lacks %q: %s", i+1, k, l)
+			}
+		}
+		for _, k := range []string{"train_acc", "val_acc", "test_acc", "best_val_acc"} {
+			if v, ok := m[k].(float64); ok && (v < 0 || v > 1) {
+				t.Errorf("line %d: %s = %v outside [0, 1]", i+1, k, v)
+			}
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"nosuch"},
+		{"train"},
+		{"train", "--data", "x.h5", "--bogus"},
+		{"train", "--data", "x.h5", "--epochs", "abc"},
+		{"gen", "--out", "x.h5", "--homophily", "1.5"},
+	} {
+		code, _, stderr := runCLI(args...)
+		if code != exitBadInput || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line", args, code, stderr)
+		}
+	}
+	if code, _, stderr := runCLI("train", "--help"); code != 0 || !strings.Contains(stderr, "--weight-decay") {
+		t.Errorf("train --help: exit %d, output %q", code, stderr)
 	}
 }

@@ -45,8 +45,8 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.normalize, "normalize-features", false, "scale every feature row to unit L1 norm (Kipf & Welling's preprocessing)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads for kernels (0 = all)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")
-	f.build = buildFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	f.build = buildFlags(fs.FlagSet)
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if f.data == "" {
