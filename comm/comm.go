@@ -1,0 +1,30 @@
+// Package comm moves bytes between the ranks of one SPMD job: the
+// communicators (MPI across processes, Local across goroutines), the halo
+// exchange of boundary rows, and the accounting of every byte sent. It never
+// interprets model state.
+package comm
+
+// Comm is the transport of one rank. All ranks call the collectives in the
+// same order; a call returns an error (never hangs) when a peer has failed,
+// where the transport can detect it.
+type Comm interface {
+	Rank() int
+	Size() int
+	// AllToAllV sends send[p] to rank p and fills recv[p] with exactly
+	// len(recv[p]) bytes from rank p, for every p (self included: a rank's
+	// send[r] is copied into its recv[r]). Both sides must agree on sizes.
+	AllToAllV(send, recv [][]byte) error
+	// AllReduceFloat32 and AllReduceFloat64 replace x by its element-wise
+	// sum over all ranks. The result is bit-identical on every rank and
+	// depends only on the inputs and the world size (a fixed summation
+	// order), so replicated parameters never drift apart.
+	AllReduceFloat32(x []float32) error
+	AllReduceFloat64(x []float64) error
+	// Bcast copies root's buf into every rank's buf (same length everywhere).
+	Bcast(buf []byte, root int) error
+	Barrier() error
+	// Abort ends the whole job with the given exit code, from any rank.
+	Abort(code int)
+	// Close releases the transport (MPI_Finalize for MPI).
+	Close() error
+}
