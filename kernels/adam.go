@@ -1,0 +1,59 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+type adamTask struct {
+	p, g, m, v            []float32
+	beta1, beta2, eps, wd float32
+	stepSize, bc2Sqrt     float32
+	nc                    int
+}
+
+// Adam performs one step of torch.optim.Adam (non-amsgrad):
+//
+//	g' = g + wd*p
+//	m  = b1*m + (1-b1)*g'
+//	v  = b2*v + (1-b2)*g'^2
+//	p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+//
+// The bias corrections are computed once per call in float64.
+func (p *CPU) Adam(param, g, m, v []float32, step int, lr, beta1, beta2, eps, weightDecay float32) {
+	n := len(param)
+	if len(g) != n || len(m) != n || len(v) != n {
+		panic(fmt.Sprintf("kernels: Adam: lengths %d, %d, %d, %d", n, len(g), len(m), len(v)))
+	}
+	if step < 1 {
+		panic(fmt.Sprintf("kernels: Adam: step %d < 1", step))
+	}
+	t := &p.adam
+	t.p, t.g, t.m, t.v = param, g, m, v
+	t.beta1, t.beta2, t.eps, t.wd = beta1, beta2, eps, weightDecay
+	bc1 := 1 - math.Pow(float64(beta1), float64(step))
+	bc2 := 1 - math.Pow(float64(beta2), float64(step))
+	t.stepSize = float32(float64(lr) / bc1)
+	t.bc2Sqrt = float32(math.Sqrt(bc2))
+	t.nc = p.chunks(4 * n)
+	p.run(t, t.nc)
+	t.p, t.g, t.m, t.v = nil, nil, nil, nil
+}
+
+func (t *adamTask) do(c int) {
+	lo, hi := span(len(t.p), t.nc, c)
+	p, g, m, v := t.p[lo:hi], t.g[lo:hi], t.m[lo:hi], t.v[lo:hi]
+	g, m, v = g[:len(p)], m[:len(p)], v[:len(p)]
+	b1, b2, wd := t.beta1, t.beta2, t.wd
+	for i := range p {
+		gi := g[i]
+		if wd > 0 {
+			gi += wd * p[i]
+		}
+		mi := b1*m[i] + (1-b1)*gi
+		vi := b2*v[i] + (1-b2)*gi*gi
+		m[i], v[i] = mi, vi
+		denom := float32(math.Sqrt(float64(vi)))/t.bc2Sqrt + t.eps
+		p[i] -= t.stepSize * mi / denom
+	}
+}

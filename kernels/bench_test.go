@@ -1,0 +1,158 @@
+package kernels
+
+import (
+	"flag"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// Benchmark sizes; the defaults need about 3 GiB. Shrink with e.g.
+// -spmm.n=100000 on small machines.
+var (
+	benchSpMMN   = flag.Int("spmm.n", 1_000_000, "SpMM benchmark rows")
+	benchSpMMDeg = flag.Int("spmm.deg", 20, "SpMM benchmark nonzeros per row")
+	benchF       = flag.Int("bench.f", 256, "feature width for SpMM and Gemm benchmarks")
+)
+
+// Every benchmark writes its buffers before timing so that page faults on
+// fresh memory are not counted, and calls the kernel once to warm up.
+
+// fastFill fills s with cheap pseudo-random values in [-1, 1).
+func fastFill(s []float32, seed uint64) {
+	for i := range s {
+		s[i] = float32(int32(mix64(seed+uint64(i))>>32)) / (1 << 31)
+	}
+}
+
+func BenchmarkSpMM(b *testing.B) {
+	n, deg, f := *benchSpMMN, *benchSpMMDeg, *benchF
+	ptr := make([]int64, n+1)
+	col := make([]int32, n*deg)
+	val := make([]float32, n*deg)
+	for i := range col {
+		col[i] = int32(mix64(uint64(i)) % uint64(n))
+	}
+	for i := range ptr {
+		ptr[i] = int64(i * deg)
+	}
+	fastFill(val, 1)
+	x, y := NewMat(n, f), NewMat(n, f)
+	fastFill(x.Data, 2)
+	fastFill(y.Data, 3)
+	// Bytes touched: every nonzero reads a source row, every row is written.
+	bytes := int64(n*deg)*int64(f)*4 + int64(n)*int64(f)*4
+	for _, weighted := range []bool{false, true} {
+		a := &Adj{Rows: n, Cols: n, Ptr: ptr, Col: col}
+		name := "unweighted"
+		if weighted {
+			a.Val, name = val, "weighted"
+		}
+		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
+			b.Run(fmt.Sprintf("%s/N=%d/deg=%d/F=%d/threads=%d", name, n, deg, f, threads), func(b *testing.B) {
+				p := NewCPU(threads)
+				defer p.Close()
+				b.SetBytes(bytes)
+				p.SpMM(a, x, y, false)
+				for b.Loop() {
+					p.SpMM(a, x, y, false)
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkGemm(b *testing.B) {
+	f := *benchF
+	p := NewCPU(0)
+	defer p.Close()
+	for _, m := range []int{4096, 1_000_000} {
+		a, w, c := NewMat(m, f), NewMat(f, f), NewMat(m, f)
+		fastFill(a.Data, 3)
+		fastFill(w.Data, 4)
+		fastFill(c.Data, 5)
+		flops := 2 * float64(m) * float64(f) * float64(f)
+		// fwd: H W as in a layer's forward; dW: H^T dY as in its backward.
+		b.Run(fmt.Sprintf("%s/fwd/%dx%dx%d", GemmBackend, m, f, f), func(b *testing.B) {
+			p.Gemm(false, false, 1, a, w, 0, c)
+			for b.Loop() {
+				p.Gemm(false, false, 1, a, w, 0, c)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+		b.Run(fmt.Sprintf("%s/dW/%dx%dx%d", GemmBackend, f, f, m), func(b *testing.B) {
+			p.Gemm(true, false, 1, a, c, 0, w)
+			for b.Loop() {
+				p.Gemm(true, false, 1, a, c, 0, w)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// BenchmarkMemcpy measures the memory bandwidth that bounds every
+// element-wise kernel and SpMM: MB/s counts the bytes copied, rw-GB/s
+// counts reads plus writes.
+func BenchmarkMemcpy(b *testing.B) {
+	const n = 64 << 20 // 256 MiB of float32
+	src, dst := make([]float32, n), make([]float32, n)
+	fastFill(src, 5)
+	copy(dst, src) // fault the pages in
+	for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("256MiB/threads=%d", threads), func(b *testing.B) {
+			b.SetBytes(4 * n)
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for t := 0; t < threads; t++ {
+					lo, hi := span(n, threads, t)
+					wg.Go(func() { copy(dst[lo:hi], src[lo:hi]) })
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(2*4*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "rw-GB/s")
+		})
+	}
+}
+
+func BenchmarkAdam(b *testing.B) {
+	p := NewCPU(0)
+	defer p.Close()
+	for _, n := range []int{1 << 20, 16 << 20} {
+		w, g, m, v := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+		fastFill(w, 6)
+		fastFill(g, 7)
+		clear(m)
+		clear(v)
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(n) * 4 * 7) // reads p, g, m, v; writes p, m, v
+			p.Adam(w, g, m, v, 1, 1e-3, 0.9, 0.999, 1e-8, 5e-4)
+			step := 1
+			for b.Loop() {
+				step++
+				p.Adam(w, g, m, v, step, 1e-3, 0.9, 0.999, 1e-8, 5e-4)
+			}
+		})
+	}
+}
+
+func BenchmarkSoftmaxCE(b *testing.B) {
+	p := NewCPU(0)
+	defer p.Close()
+	const n, c = 1_000_000, 47
+	logits, d := NewMat(n, c), NewMat(n, c)
+	fastFill(logits.Data, 8)
+	clear(d.Data)
+	labels, rows := make([]int32, n), make([]int32, n)
+	for i := range rows {
+		rows[i] = int32(i)
+		labels[i] = int32(mix64(uint64(i)) % c)
+	}
+	b.Run(fmt.Sprintf("N=%d/C=%d", n, c), func(b *testing.B) {
+		b.SetBytes(int64(n) * c * 4 * 3) // zero d, read logits, write d
+		p.SoftmaxCrossEntropy(logits, labels, rows, 1.0/n, d)
+		for b.Loop() {
+			p.SoftmaxCrossEntropy(logits, labels, rows, 1.0/n, d)
+		}
+	})
+}

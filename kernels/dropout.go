@@ -1,0 +1,93 @@
+package kernels
+
+import "fmt"
+
+// Dropout draws are counter-based, so any device can reproduce them in any
+// order. For element (i, j) with r = rowID(i):
+//
+//	h   = mix64(seed)                                  (once per call)
+//	u   = float32(mix64(h ^ (uint64(uint32(r))<<32 | uint64(uint32(j)))) >> 40) * 2^-24
+//	keep  iff  u >= p
+//
+// where mix64 is the splitmix64 step:
+//
+//	z += 0x9E3779B97F4A7C15
+//	z  = (z ^ z>>30) * 0xBF58476D1CE4E5B9
+//	z  = (z ^ z>>27) * 0x94D049BB133111EB
+//	z ^= z>>31
+//
+// (all uint64 arithmetic mod 2^64, >> logical). u is a multiple of 2^-24 in
+// [0, 1), exact in float32. Kept elements get mask = float32(1/(1-float64(p)))
+// and y = x*mask; dropped ones get mask = 0 and y = 0.
+
+func mix64(z uint64) uint64 {
+	z += 0x9E3779B97F4A7C15
+	z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
+	z = (z ^ z>>27) * 0x94D049BB133111EB
+	return z ^ z>>31
+}
+
+// dropUniform is u for (h, rowID, col) as described above.
+func dropUniform(h uint64, row, col int32) float32 {
+	z := mix64(h ^ (uint64(uint32(row))<<32 | uint64(uint32(col))))
+	return float32(z>>40) * (1.0 / (1 << 24))
+}
+
+type dropoutTask struct {
+	x, y, mask *Mat
+	p, scale   float32
+	h          uint64
+	rowIDs     []int32
+	nc         int
+}
+
+// Dropout: see the Device contract and the hash above. p = 0 copies x and
+// sets mask to 1; p = 1 drops everything; p outside [0, 1] panics.
+func (p *CPU) Dropout(x, y, mask *Mat, prob float32, seed uint64, rowIDs []int32) {
+	sameShape("Dropout", x, y)
+	sameShape("Dropout", x, mask)
+	if !(prob >= 0 && prob <= 1) {
+		panic(fmt.Sprintf("kernels: Dropout: p = %v not in [0, 1]", prob))
+	}
+	if rowIDs != nil && len(rowIDs) != x.Rows {
+		panic(fmt.Sprintf("kernels: Dropout: %d row IDs for %d rows", len(rowIDs), x.Rows))
+	}
+	t := &p.drop
+	t.x, t.y, t.mask, t.p, t.h, t.rowIDs = x, y, mask, prob, mix64(seed), rowIDs
+	t.scale = 0
+	if prob < 1 {
+		t.scale = float32(1 / (1 - float64(prob)))
+	}
+	t.nc = p.chunks(x.Rows * x.Cols)
+	p.run(t, t.nc)
+	t.x, t.y, t.mask, t.rowIDs = nil, nil, nil, nil
+}
+
+func (t *dropoutTask) do(c int) {
+	lo, hi := span(t.x.Rows, t.nc, c)
+	f := t.x.Cols
+	x, y, m := t.x.Data[lo*f:hi*f], t.y.Data[lo*f:hi*f], t.mask.Data[lo*f:hi*f]
+	y, m = y[:len(x)], m[:len(x)]
+	if t.p == 0 {
+		copy(y, x)
+		for i := range m {
+			m[i] = 1
+		}
+		return
+	}
+	for i := lo; i < hi; i++ {
+		id := int32(i)
+		if t.rowIDs != nil {
+			id = t.rowIDs[i]
+		}
+		o := (i - lo) * f
+		xr, yr, mr := x[o:o+f], y[o:o+f], m[o:o+f]
+		for j, v := range xr {
+			if dropUniform(t.h, id, int32(j)) >= t.p {
+				mr[j], yr[j] = t.scale, v*t.scale
+			} else {
+				mr[j], yr[j] = 0, 0
+			}
+		}
+	}
+}
