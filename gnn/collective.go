@@ -12,6 +12,15 @@ type Halo interface {
 	Backward(layer int, dh *kernels.Mat) error
 }
 
+// Metered is a Halo that counts what it sends (comm.Exchange is one).
+type Metered interface {
+	Halo
+	// LayerBytes adds this rank's bytes sent since Reset, per layer, into
+	// fwd and bwd, and returns the seconds spent in the transport.
+	LayerBytes(fwd, bwd []int64) float64
+	Reset()
+}
+
 // Reducer sums values over all ranks, leaving the same result on each.
 type Reducer interface {
 	AllReduceFloat32(x []float32) error

@@ -42,6 +42,20 @@ type EpochStats struct {
 	Loss                      float64
 	TrainAcc, ValAcc, TestAcc float64
 	Seconds                   float64
+	// Halo bytes handed to the transport, summed over ranks, per layer.
+	BytesFwd, BytesBwd []int64
+	// CommSeconds is this rank's time inside the transport (halo exchanges
+	// and all-reduces); the rest of Seconds is computation.
+	CommSeconds float64
+}
+
+// TotalBytes returns the epoch's forward and backward halo bytes.
+func (s EpochStats) TotalBytes() (fwd, bwd int64) {
+	for l := range s.BytesFwd {
+		fwd += s.BytesFwd[l]
+		bwd += s.BytesBwd[l]
+	}
+	return fwd, bwd
 }
 
 // Summary is the result of a run: the test accuracy at the best validation
@@ -53,6 +67,7 @@ type Summary struct {
 	FinalTestAcc  float64
 	Epochs        int
 	Seconds       float64
+	BytesTotal    int64 // halo bytes over all epochs, ranks and directions
 }
 
 // Trainer runs full-batch training of one model on one rank.
@@ -62,8 +77,19 @@ type Trainer struct {
 	Halo   Halo
 	Reduce Reducer
 	step   int
-	scal   []float64 // loss and correct counts, reduced in one call
+	// scal holds the loss, the correct counts and the per-layer bytes,
+	// reduced in one call.
+	scal []float64
 }
+
+// Indices into Trainer.scal; per-layer bytes follow scalBytes.
+const (
+	scalLoss = iota
+	scalTrain
+	scalValid
+	scalTest
+	scalBytes
+)
 
 // NewTrainer checks cfg and ties a model to its communication.
 func NewTrainer(m *Model, cfg TrainConfig, halo Halo, reduce Reducer) (*Trainer, error) {
@@ -73,7 +99,7 @@ func NewTrainer(m *Model, cfg TrainConfig, halo Halo, reduce Reducer) (*Trainer,
 	if m.local.GlobalTrain == 0 {
 		return nil, fmt.Errorf("the split has no training nodes")
 	}
-	return &Trainer{Model: m, Config: cfg, Halo: halo, Reduce: reduce, scal: make([]float64, 4)}, nil
+	return &Trainer{Model: m, Config: cfg, Halo: halo, Reduce: reduce, scal: make([]float64, scalBytes+2*m.Config.Layers)}, nil
 }
 
 // Epoch runs one forward, backward and optimizer step, and measures loss and
@@ -81,8 +107,10 @@ func NewTrainer(m *Model, cfg TrainConfig, halo Halo, reduce Reducer) (*Trainer,
 func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 	start := time.Now()
 	m, loc, dev := t.Model, t.Model.local, t.Model.dev
-	for i := range t.scal {
-		t.scal[i] = 0
+	clear(t.scal)
+	meter, metered := t.Halo.(Metered)
+	if metered {
+		meter.Reset()
 	}
 	if m.Config.Dropout > 0 {
 		logits, err := m.Forward(t.Halo, false, epoch)
@@ -98,10 +126,21 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 	if m.Config.Dropout == 0 {
 		t.count(logits)
 	}
-	t.scal[0] = dev.SoftmaxCrossEntropy(logits, loc.Labels, loc.Train, float32(1/float64(loc.GlobalTrain)), m.dlogits)
+	t.scal[scalLoss] = dev.SoftmaxCrossEntropy(logits, loc.Labels, loc.Train, float32(1/float64(loc.GlobalTrain)), m.dlogits)
 	if err := m.Backward(t.Halo, m.dlogits); err != nil {
 		return EpochStats{}, err
 	}
+	layers := m.Config.Layers
+	fwd, bwd := make([]int64, layers), make([]int64, layers)
+	commSec := 0.0
+	if metered {
+		commSec = meter.LayerBytes(fwd, bwd)
+		for l := 0; l < layers; l++ {
+			t.scal[scalBytes+l] = float64(fwd[l])
+			t.scal[scalBytes+layers+l] = float64(bwd[l])
+		}
+	}
+	reduceStart := time.Now()
 	for _, p := range m.Params {
 		if err := t.Reduce.AllReduceFloat32(p.G); err != nil {
 			return EpochStats{}, fmt.Errorf("gradient all-reduce of %s: %w", p.Name, err)
@@ -109,6 +148,11 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 	}
 	if err := t.Reduce.AllReduceFloat64(t.scal); err != nil {
 		return EpochStats{}, fmt.Errorf("metrics all-reduce: %w", err)
+	}
+	commSec += time.Since(reduceStart).Seconds()
+	for l := 0; l < layers; l++ {
+		// Byte counts stay exact in float64 up to 2^53.
+		fwd[l], bwd[l] = int64(t.scal[scalBytes+l]), int64(t.scal[scalBytes+layers+l])
 	}
 	t.step++
 	c := t.Config
@@ -119,25 +163,28 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 		}
 		dev.Adam(p.W, p.G, p.M, p.V, t.step, c.LR, c.Beta1, c.Beta2, c.Eps, wd)
 	}
-	loss := t.scal[0] / float64(loc.GlobalTrain)
+	loss := t.scal[scalLoss] / float64(loc.GlobalTrain)
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return EpochStats{}, fmt.Errorf("epoch %d: loss is %v; lower --lr or check the input features", epoch, loss)
 	}
 	return EpochStats{
-		Epoch:    epoch,
-		Loss:     loss,
-		TrainAcc: t.scal[1] / float64(loc.GlobalTrain),
-		ValAcc:   t.scal[2] / float64(loc.GlobalValid),
-		TestAcc:  t.scal[3] / float64(loc.GlobalTest),
-		Seconds:  time.Since(start).Seconds(),
+		Epoch:       epoch,
+		Loss:        loss,
+		TrainAcc:    t.scal[scalTrain] / float64(loc.GlobalTrain),
+		ValAcc:      t.scal[scalValid] / float64(loc.GlobalValid),
+		TestAcc:     t.scal[scalTest] / float64(loc.GlobalTest),
+		Seconds:     time.Since(start).Seconds(),
+		BytesFwd:    fwd,
+		BytesBwd:    bwd,
+		CommSeconds: commSec,
 	}, nil
 }
 
 func (t *Trainer) count(logits *kernels.Mat) {
 	loc, dev := t.Model.local, t.Model.dev
-	t.scal[1] = float64(dev.CountCorrect(logits, loc.Labels, loc.Train))
-	t.scal[2] = float64(dev.CountCorrect(logits, loc.Labels, loc.Valid))
-	t.scal[3] = float64(dev.CountCorrect(logits, loc.Labels, loc.Test))
+	t.scal[scalTrain] = float64(dev.CountCorrect(logits, loc.Labels, loc.Train))
+	t.scal[scalValid] = float64(dev.CountCorrect(logits, loc.Labels, loc.Valid))
+	t.scal[scalTest] = float64(dev.CountCorrect(logits, loc.Labels, loc.Test))
 }
 
 // Run trains for Config.Epochs epochs, calling report (if non-nil) after
@@ -154,6 +201,8 @@ func (t *Trainer) Run(report func(EpochStats) error) (Summary, error) {
 			s.BestValAcc, s.BestEpoch, s.TestAtBestVal = st.ValAcc, e, st.TestAcc
 		}
 		s.FinalTestAcc = st.TestAcc
+		f, b := st.TotalBytes()
+		s.BytesTotal += f + b
 		s.Epochs = e + 1
 		if report != nil {
 			if err := report(st); err != nil {

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/gnn-spmd/gnn-spmd/data"
 )
 
 // Exit codes: 1 for a failure while running, 2 for bad input or usage.
@@ -72,10 +70,12 @@ func report(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	var se *silentExit
+	if errors.As(err, &se) {
+		return se.code
+	}
 	fmt.Fprintf(stderr, "gnn-spmd: %v\n", err)
-	var ie *data.InputError
-	var ue *usageError
-	if errors.As(err, &ie) || errors.As(err, &ue) {
+	if isBadInput(err) {
 		return exitBadInput
 	}
 	return exitFailure

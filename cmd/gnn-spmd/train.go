@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 	"syscall"
-	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
@@ -18,19 +16,20 @@ import (
 type trainFlags struct {
 	data, split, model, metrics string
 	layers, hidden, epochs      int
-	threads                     int
+	threads, ranks              int
 	lr, weightDecay, dropout    float64
-	seed                        uint64
-	quiet, normalize            bool
+	seed, partitionSeed         uint64
+	quiet, normalize, noComm    bool
 	cpuProfile                  string
+	partition, parts, commKind  string
 	build                       *data.BuildOptions
 }
 
 func runTrain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("train", "train --data PATH [--split NAME] [--model sage|gcn] [--layers N] [--hidden N] [--epochs N] [--lr F] [--weight-decay F] [--dropout F] [--seed N] [--metrics FILE] [--quiet]", stderr)
+	fs := newFlags("train", "train --data PATH [--split NAME] [--model sage|gcn] [--layers N] [--hidden N] [--epochs N] [--lr F] [--weight-decay F] [--dropout F] [--seed N] [--metrics FILE] [--quiet] [--ranks Q] [--partition random|metis] [--parts DIR] [--no-comm]", stderr)
 	var f trainFlags
 	def := gnn.DefaultTrainConfig()
-	fs.StringVar(&f.data, "data", "", "dataset: an OGB-layout directory or a .h5 file")
+	fs.StringVar(&f.data, "data", "", "dataset: an OGB-layout directory or a .h5 file (not needed with --parts)")
 	fs.StringVar(&f.split, "split", "", "split name (default: the only split, or the first in sorted order)")
 	fs.StringVar(&f.model, "model", "sage", "model: sage (GraphSAGE, mean aggregator) or gcn")
 	fs.IntVar(&f.layers, "layers", 3, "number of GNN layers")
@@ -40,89 +39,75 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&f.weightDecay, "weight-decay", 0, "L2 weight decay on weights (not biases)")
 	fs.Float64Var(&f.dropout, "dropout", 0, "dropout probability on every layer's input")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed for initialisation and dropout")
-	fs.StringVar(&f.metrics, "metrics", "", "write per-epoch metrics as JSON Lines to this file")
+	fs.StringVar(&f.metrics, "metrics", "", "write per-epoch metrics as JSON Lines to this file (rank 0)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the summary")
 	fs.BoolVar(&f.normalize, "normalize-features", false, "scale every feature row to unit L1 norm (Kipf & Welling's preprocessing)")
-	fs.IntVar(&f.threads, "threads", 0, "CPU threads for kernels (0 = all)")
+	fs.IntVar(&f.threads, "threads", 0, "CPU threads for kernels, shared by the ranks of this process (0 = all)")
+	fs.IntVar(&f.ranks, "ranks", 1, "run Q ranks as goroutines in this process (without mpirun)")
+	fs.StringVar(&f.partition, "partition", "random", "partition on the fly: random or metis (ignored with --parts)")
+	fs.Uint64Var(&f.partitionSeed, "partition-seed", 0, "seed of the on-the-fly partitioner")
+	fs.StringVar(&f.parts, "parts", "", "directory written by gnn-spmd partition: each rank loads only its own part")
+	fs.BoolVar(&f.noComm, "no-comm", false, "baseline without communication: drop the edges that cross parts")
+	fs.StringVar(&f.commKind, "comm", "auto", "transport: auto (mpi under mpirun/mpiexec, else local), mpi or local")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")
 	f.build = buildFlags(fs.FlagSet)
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if f.data == "" {
-		return usagef("train: --data is required")
+	if err := f.check(); err != nil {
+		return err
 	}
-	if f.threads < 0 {
+	kind, err := f.transport()
+	if err != nil {
+		return err
+	}
+	if kind == "mpi" {
+		return trainMPI(&f, stdout, stderr)
+	}
+	return trainLocal(&f, stdout)
+}
+
+func (f *trainFlags) check() error {
+	switch {
+	case f.data == "" && f.parts == "":
+		return usagef("train: --data (or --parts) is required")
+	case f.threads < 0:
 		return usagef("train: --threads: got %d, expected >= 0", f.threads)
+	case f.ranks < 1:
+		return usagef("train: --ranks: got %d, expected >= 1", f.ranks)
+	case f.partition != "random" && f.partition != "metis":
+		return usagef("train: --partition: got %q, expected random or metis", f.partition)
+	case f.parts != "" && f.normalize:
+		return usagef("train: --normalize-features applies when loading --data, not to a --parts directory")
 	}
+	return nil
+}
 
-	loadStart := time.Now()
-	ds, err := data.Load(f.data, data.OGBOptions{Build: *f.build})
-	if err != nil {
-		return err
+// underMPI reports whether a launcher (Open MPI's mpirun or a PMI one such
+// as MPICH's mpiexec) started this process.
+func underMPI() bool {
+	for _, v := range []string{"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"} {
+		if os.Getenv(v) != "" {
+			return true
+		}
 	}
-	if f.normalize {
-		ds.NormalizeFeatureRows()
-	}
-	split, err := pickSplit(ds, f.split)
-	if err != nil {
-		return err
-	}
-	local, err := gnn.SingleProcess(ds, split, f.model)
-	if err != nil {
-		return usagef("train: %v", err)
-	}
-	dev := kernels.NewCPU(f.threads)
-	defer dev.Close()
-	mcfg := gnn.ModelConfig{Model: f.model, Layers: f.layers, Hidden: f.hidden, InDim: ds.NumFeatures,
-		Classes: ds.NumClasses, Dropout: float32(f.dropout), Seed: f.seed}
-	model, err := gnn.NewModel(mcfg, local, dev)
-	if err != nil {
-		return usagef("train: %v", err)
-	}
-	tcfg := def
-	tcfg.Epochs, tcfg.LR, tcfg.WeightDecay = f.epochs, float32(f.lr), float32(f.weightDecay)
-	trainer, err := gnn.NewTrainer(model, tcfg, gnn.Alone{}, gnn.Alone{})
-	if err != nil {
-		return usagef("train: %v", err)
-	}
-	fmt.Fprintf(stdout, "dataset %s: %d nodes, %d edges, %d features, %d classes; split %s %d/%d/%d (loaded in %.2fs)\n",
-		ds.Name, ds.Graph.N, ds.Graph.NumEdges(), ds.NumFeatures, ds.NumClasses, split,
-		local.GlobalTrain, local.GlobalValid, local.GlobalTest, time.Since(loadStart).Seconds())
-	fmt.Fprintf(stdout, "model %s: %d layers, dims %v, dropout %g; adam lr %g, weight decay %g, %d epochs; gemm %s\n",
-		f.model, f.layers, mcfg.Dims(), f.dropout, f.lr, f.weightDecay, f.epochs, kernels.GemmBackend)
+	return false
+}
 
-	var metrics *metricsWriter
-	if f.metrics != "" {
-		if metrics, err = createMetrics(f.metrics); err != nil {
-			return err
+func (f *trainFlags) transport() (string, error) {
+	switch f.commKind {
+	case "auto":
+		if underMPI() {
+			if f.ranks != 1 {
+				return "", usagef("train: --ranks %d under mpirun: the launcher sets the ranks (use one or the other)", f.ranks)
+			}
+			return "mpi", nil
 		}
-		defer metrics.close()
+		return "local", nil
+	case "mpi", "local":
+		return f.commKind, nil
 	}
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	sum, err := trainer.Run(func(s gnn.EpochStats) error {
-		if !f.quiet {
-			fmt.Fprintf(stdout, "epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  %.3fs\n",
-				s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds)
-		}
-		return metrics.epoch(s)
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "done: best val %.4f at epoch %d, test at best val %.4f, final test %.4f, %d epochs in %.2fs, peak memory %d MiB\n",
-		sum.BestValAcc, sum.BestEpoch, sum.TestAtBestVal, sum.FinalTestAcc, sum.Epochs, sum.Seconds, maxRSSMiB())
-	return metrics.summary(sum)
+	return "", usagef("train: --comm: got %q, expected auto, mpi or local", f.commKind)
 }
 
 // pickSplit returns the named split, or the dataset's only/first split.
@@ -140,49 +125,88 @@ func pickSplit(ds *data.Dataset, name string) (string, error) {
 	return name, nil
 }
 
-// metricsWriter writes one JSON object per line; a nil writer does nothing.
-type metricsWriter struct {
-	f *os.File
-	w *bufio.Writer
+// reporter prints rank 0's lines and writes the metrics file.
+type reporter struct {
+	out      io.Writer
+	quiet    bool
+	ranks    int
+	bytesCum int64
+	f        *os.File
+	w        *bufio.Writer
 }
 
-func createMetrics(path string) (*metricsWriter, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics: %w", err)
+func newReporter(f *trainFlags, info jobInfo, out io.Writer) (*reporter, error) {
+	r := &reporter{out: out, quiet: f.quiet, ranks: info.ranks}
+	fmt.Fprintf(out, "dataset %s: %d nodes, %d edges, %d features, %d classes; split %s %d/%d/%d (ready in %.2fs)\n",
+		info.name, info.nodes, info.edges, info.features, info.classes, info.split,
+		info.train, info.valid, info.test, info.loadSeconds)
+	if info.ranks > 1 {
+		comm := "full communication"
+		if f.noComm {
+			comm = "no communication (cut edges dropped)"
+		}
+		fmt.Fprintf(out, "ranks %d, partition %s, %d halo rows per layer in all, %s\n", info.ranks, info.partition, info.haloRows, comm)
 	}
-	return &metricsWriter{f: f, w: bufio.NewWriter(f)}, nil
+	fmt.Fprintf(out, "model %s: %d layers, hidden %d, dropout %g; adam lr %g, weight decay %g, %d epochs; gemm %s\n",
+		f.model, f.layers, f.hidden, f.dropout, f.lr, f.weightDecay, f.epochs, kernels.GemmBackend)
+	if f.metrics != "" {
+		file, err := os.Create(f.metrics)
+		if err != nil {
+			return nil, fmt.Errorf("--metrics: %w", err)
+		}
+		r.f, r.w = file, bufio.NewWriter(file)
+	}
+	return r, nil
 }
 
-func (m *metricsWriter) write(v any) error {
-	if m == nil {
+func (r *reporter) write(v any) error {
+	if r.w == nil {
 		return nil
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	m.w.Write(append(b, '\n'))
+	r.w.Write(append(b, '\n'))
 	// Flush every line so that a user tailing the file sees each epoch.
-	if err := m.w.Flush(); err != nil {
-		return fmt.Errorf("writing metrics to %s: %w", m.f.Name(), err)
+	if err := r.w.Flush(); err != nil {
+		return fmt.Errorf("writing metrics to %s: %w", r.f.Name(), err)
 	}
 	return nil
 }
 
-func (m *metricsWriter) epoch(s gnn.EpochStats) error {
-	return m.write(struct {
-		Epoch        int     `json:"epoch"`
-		Loss         float64 `json:"loss"`
-		TrainAcc     float64 `json:"train_acc"`
-		ValAcc       float64 `json:"val_acc"`
-		TestAcc      float64 `json:"test_acc"`
-		EpochSeconds float64 `json:"epoch_seconds"`
-	}{s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds})
+func (r *reporter) epoch(s gnn.EpochStats) error {
+	fwd, bwd := s.TotalBytes()
+	r.bytesCum += fwd + bwd
+	if !r.quiet {
+		line := fmt.Sprintf("epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  %.3fs", s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds)
+		if r.ranks > 1 {
+			line += fmt.Sprintf("  comm %.3fs  sent fwd %s bwd %s", s.CommSeconds, humanBytes(fwd), humanBytes(bwd))
+		}
+		fmt.Fprintln(r.out, line)
+	}
+	return r.write(struct {
+		Epoch          int     `json:"epoch"`
+		Loss           float64 `json:"loss"`
+		TrainAcc       float64 `json:"train_acc"`
+		ValAcc         float64 `json:"val_acc"`
+		TestAcc        float64 `json:"test_acc"`
+		EpochSeconds   float64 `json:"epoch_seconds"`
+		CommSeconds    float64 `json:"comm_seconds"`
+		ComputeSeconds float64 `json:"compute_seconds"`
+		BytesFwd       int64   `json:"bytes_fwd"`
+		BytesBwd       int64   `json:"bytes_bwd"`
+		BytesCum       int64   `json:"bytes_cum"`
+		BytesFwdLayer  []int64 `json:"bytes_fwd_layer"`
+		BytesBwdLayer  []int64 `json:"bytes_bwd_layer"`
+	}{s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds, s.CommSeconds, s.Seconds - s.CommSeconds,
+		fwd, bwd, r.bytesCum, s.BytesFwd, s.BytesBwd})
 }
 
-func (m *metricsWriter) summary(s gnn.Summary) error {
-	return m.write(struct {
+func (r *reporter) summary(s gnn.Summary) error {
+	fmt.Fprintf(r.out, "done: best val %.4f at epoch %d, test at best val %.4f, final test %.4f, %d epochs in %.2fs, halo traffic %s, peak memory %d MiB\n",
+		s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, s.Epochs, s.Seconds, humanBytes(s.BytesTotal), maxRSSMiB())
+	return r.write(struct {
 		Summary       bool    `json:"summary"`
 		BestValAcc    float64 `json:"best_val_acc"`
 		BestEpoch     int     `json:"best_epoch"`
@@ -190,14 +214,30 @@ func (m *metricsWriter) summary(s gnn.Summary) error {
 		FinalTestAcc  float64 `json:"final_test_acc"`
 		Epochs        int     `json:"epochs"`
 		Seconds       float64 `json:"seconds"`
+		BytesTotal    int64   `json:"bytes_total"`
+		Ranks         int     `json:"ranks"`
 		MaxRSSMiB     int64   `json:"max_rss_mb"`
-	}{true, s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, s.Epochs, s.Seconds, maxRSSMiB()})
+	}{true, s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, s.Epochs, s.Seconds, s.BytesTotal, r.ranks, maxRSSMiB()})
 }
 
-func (m *metricsWriter) close() {
-	if m != nil {
-		m.f.Close()
+func (r *reporter) close() {
+	if r != nil && r.f != nil {
+		r.f.Close()
 	}
+}
+
+// humanBytes formats a byte count with a binary unit.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // maxRSSMiB is this process's peak resident memory.

@@ -1,0 +1,420 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"sync"
+	"time"
+
+	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/gnn"
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+)
+
+// rankJob is everything one rank trains with.
+type rankJob struct {
+	rank    int
+	dev     *kernels.CPU
+	trainer *gnn.Trainer
+	halo    *comm.Exchange // nil without halo traffic
+}
+
+// jobInfo describes the run for rank 0's header lines.
+type jobInfo struct {
+	name               string
+	nodes, edges       int64
+	features, classes  int
+	split              string
+	train, valid, test int
+	ranks              int
+	partition          string
+	haloRows           int // received per layer, summed over ranks
+	loadSeconds        float64
+}
+
+// loadDataset reads --data, applies --normalize-features and picks the split.
+func (f *trainFlags) loadDataset() (*data.Dataset, string, error) {
+	ds, err := data.Load(f.data, data.OGBOptions{Build: *f.build})
+	if err != nil {
+		return nil, "", err
+	}
+	if f.normalize {
+		ds.NormalizeFeatureRows()
+	}
+	split, err := pickSplit(ds, f.split)
+	if err != nil {
+		return nil, "", err
+	}
+	if ds.NumFeatures == 0 {
+		return nil, "", usagef("train: dataset %s has no node features: training needs them", ds.Name)
+	}
+	return ds, split, nil
+}
+
+// partitionOf assigns every node of ds to one of q parts with --partition.
+func (f *trainFlags) partitionOf(ds *data.Dataset, split string, q int) ([]int32, error) {
+	if f.partition == "metis" {
+		return data.PartitionMETIS(ds.Graph, q, f.partitionSeed, ds.Splits[split].Train)
+	}
+	return data.PartitionRandom(ds.Graph, q, f.partitionSeed)
+}
+
+// newRankJob builds one rank's model, exchange and trainer.
+func (f *trainFlags) newRankJob(c comm.Comm, local *gnn.Local, sh *data.Shard, threads int) (*rankJob, error) {
+	dev := kernels.NewCPU(threads)
+	mcfg := gnn.ModelConfig{Model: f.model, Layers: f.layers, Hidden: f.hidden, InDim: local.Features.Cols,
+		Classes: local.NumClasses, Dropout: float32(f.dropout), Seed: f.seed}
+	model, err := gnn.NewModel(mcfg, local, dev)
+	if err != nil {
+		dev.Close()
+		return nil, usagef("train: %v", err)
+	}
+	job := &rankJob{rank: 0, dev: dev}
+	var halo gnn.Halo = gnn.Alone{}
+	var reduce gnn.Reducer = gnn.Alone{}
+	if c != nil {
+		job.rank = c.Rank()
+		reduce = c
+		if len(sh.Halo) > 0 || anySend(sh.Send) {
+			if job.halo, err = comm.NewExchange(c, len(sh.Owned), sh.Send, sh.RecvStart, f.layers); err != nil {
+				dev.Close()
+				return nil, err
+			}
+			halo = job.halo
+		}
+	}
+	tcfg := gnn.DefaultTrainConfig()
+	tcfg.Epochs, tcfg.LR, tcfg.WeightDecay = f.epochs, float32(f.lr), float32(f.weightDecay)
+	if job.trainer, err = gnn.NewTrainer(model, tcfg, halo, reduce); err != nil {
+		dev.Close()
+		return nil, usagef("train: %v", err)
+	}
+	return job, nil
+}
+
+func anySend(send [][]int32) bool {
+	for _, s := range send {
+		if len(s) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// localView turns a shard into the rank's model view, dropping the cut
+// edges first for --no-comm.
+func (f *trainFlags) localView(sh *data.Shard) (*data.Shard, *gnn.Local, error) {
+	if f.noComm {
+		sh = sh.NoComm()
+	}
+	local, err := gnn.FromShard(sh, f.model)
+	if err != nil {
+		return nil, nil, usagef("train: %v", err)
+	}
+	return sh, local, nil
+}
+
+// threadsPerRank shares --threads (or all cores) among q ranks.
+func (f *trainFlags) threadsPerRank(q int) int {
+	t := f.threads
+	if t == 0 {
+		t = runtime.GOMAXPROCS(0)
+	}
+	return max(1, t/q)
+}
+
+// trainLocal runs --ranks Q ranks as goroutines of this process.
+func trainLocal(f *trainFlags, stdout io.Writer) error {
+	q := f.ranks
+	start := time.Now()
+	info := jobInfo{ranks: q, partition: f.partition}
+	var shards []*data.Shard
+	var single *gnn.Local
+	if f.parts != "" {
+		for r := 0; r < q; r++ {
+			sh, meta, err := data.ReadShard(f.parts, r, q)
+			if err != nil {
+				return err
+			}
+			shards = append(shards, sh)
+			info.fromMeta(meta)
+		}
+	} else {
+		ds, split, err := f.loadDataset()
+		if err != nil {
+			return err
+		}
+		info.fromDataset(ds, split)
+		if q == 1 && !f.noComm {
+			// One rank, whole graph: no shard copies.
+			if single, err = gnn.SingleProcess(ds, split, f.model); err != nil {
+				return usagef("train: %v", err)
+			}
+		} else {
+			parts, err := f.partitionOf(ds, split, q)
+			if err != nil {
+				return err
+			}
+			if shards, err = data.BuildShards(ds, split, parts, q); err != nil {
+				return err
+			}
+		}
+	}
+	info.loadSeconds = time.Since(start).Seconds()
+
+	var jobs []*rankJob
+	defer func() {
+		for _, j := range jobs {
+			j.dev.Close()
+		}
+	}()
+	if single != nil {
+		job, err := f.newRankJob(nil, single, nil, f.threadsPerRank(1))
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, job)
+	} else {
+		comms := comm.NewLocal(q)
+		for r, sh := range shards {
+			sh, local, err := f.localView(sh)
+			if err != nil {
+				return err
+			}
+			info.haloRows += len(sh.Halo)
+			job, err := f.newRankJob(comms[r], local, sh, f.threadsPerRank(q))
+			if err != nil {
+				return err
+			}
+			jobs = append(jobs, job)
+		}
+		defer func() {
+			for _, c := range comms {
+				c.Close()
+			}
+		}()
+		return runRanks(f, jobs, comms, info, stdout)
+	}
+	rep, err := newReporter(f, info, stdout)
+	if err != nil {
+		return err
+	}
+	defer rep.close()
+	stop, err := f.startProfile()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	sum, err := jobs[0].trainer.Run(rep.epoch)
+	if err != nil {
+		return err
+	}
+	return rep.summary(sum)
+}
+
+// runRanks trains every rank on its own goroutine; rank 0 reports. The
+// first rank to fail marks the group failed, so that its peers return from
+// their collectives instead of waiting for it.
+func runRanks(f *trainFlags, jobs []*rankJob, comms []*comm.Local, info jobInfo, stdout io.Writer) error {
+	rep, err := newReporter(f, info, stdout)
+	if err != nil {
+		return err
+	}
+	defer rep.close()
+	stop, err := f.startProfile()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+		sum      gnn.Summary
+	)
+	for r, job := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			report := func(gnn.EpochStats) error { return nil }
+			if r == 0 {
+				report = rep.epoch
+			}
+			s, err := job.trainer.Run(report)
+			if err != nil {
+				once.Do(func() { firstErr = fmt.Errorf("rank %d: %w", r, err) })
+				comms[r].Fail(err)
+				return
+			}
+			if r == 0 {
+				sum = s
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return rep.summary(sum)
+}
+
+// trainMPI runs this process as one rank of an mpirun job. Setup errors are
+// agreed on before training, so that one rank reports and all exit alike;
+// an error during training aborts the whole job.
+func trainMPI(f *trainFlags, stdout, stderr io.Writer) error {
+	c, err := comm.NewMPI()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rank, q := c.Rank(), c.Size()
+	start := time.Now()
+	info := jobInfo{ranks: q, partition: f.partition}
+	job, setupErr := f.setupMPIRank(c, &info)
+	info.loadSeconds = time.Since(start).Seconds()
+	if err := agree(c, setupErr); err != nil {
+		return err
+	}
+	defer job.dev.Close()
+	// Halo rows summed over ranks for the header.
+	counts := []float64{float64(info.haloRows)}
+	if err := c.AllReduceFloat64(counts); err != nil {
+		return err
+	}
+	info.haloRows = int(counts[0])
+	out := stdout
+	if rank != 0 {
+		out = io.Discard
+	}
+	var rep *reporter
+	if rank == 0 {
+		if rep, err = newReporter(f, info, out); err != nil {
+			c.Abort(exitFailure)
+			return err
+		}
+		defer rep.close()
+	}
+	report := func(s gnn.EpochStats) error { return rep.epoch(s) }
+	if rank != 0 {
+		report = func(gnn.EpochStats) error { return nil }
+	}
+	sum, err := job.trainer.Run(report)
+	if err != nil {
+		fmt.Fprintf(stderr, "gnn-spmd: rank %d: %v\n", rank, err)
+		c.Abort(exitFailure)
+		return &silentExit{code: exitFailure}
+	}
+	if rank == 0 {
+		return rep.summary(sum)
+	}
+	return nil
+}
+
+// setupMPIRank loads this rank's shard (its part file, or the dataset
+// partitioned on the fly) and builds its job.
+func (f *trainFlags) setupMPIRank(c comm.Comm, info *jobInfo) (*rankJob, error) {
+	rank, q := c.Rank(), c.Size()
+	var sh *data.Shard
+	if f.parts != "" {
+		s, meta, err := data.ReadShard(f.parts, rank, q)
+		if err != nil {
+			return nil, err
+		}
+		sh = s
+		info.fromMeta(meta)
+	} else {
+		ds, split, err := f.loadDataset()
+		if err != nil {
+			return nil, err
+		}
+		info.fromDataset(ds, split)
+		parts, err := f.partitionOf(ds, split, q)
+		if err != nil {
+			return nil, err
+		}
+		if sh, err = data.BuildShard(ds, split, parts, q, rank); err != nil {
+			return nil, err
+		}
+	}
+	sh, local, err := f.localView(sh)
+	if err != nil {
+		return nil, err
+	}
+	info.haloRows = len(sh.Halo)
+	return f.newRankJob(c, local, sh, f.threadsPerRank(1))
+}
+
+// agree makes every rank learn whether any rank failed its setup. The lowest
+// failed rank returns its own error (which the CLI prints); the others exit
+// with the same class of exit code, silently.
+func agree(c comm.Comm, err error) error {
+	q := c.Size()
+	failed := make([]float64, q)
+	if err != nil {
+		failed[c.Rank()] = float64(exitFailure)
+		if isBadInput(err) {
+			failed[c.Rank()] = float64(exitBadInput)
+		}
+	}
+	if rerr := c.AllReduceFloat64(failed); rerr != nil {
+		if err != nil {
+			return err
+		}
+		return rerr
+	}
+	for r, code := range failed {
+		if code != 0 {
+			if r == c.Rank() {
+				return err
+			}
+			return &silentExit{code: int(code)}
+		}
+	}
+	return nil
+}
+
+// silentExit ends a rank with a code after another rank reported the cause.
+type silentExit struct{ code int }
+
+func (e *silentExit) Error() string { return fmt.Sprintf("exit %d (reported by another rank)", e.code) }
+
+func isBadInput(err error) bool {
+	var ie *data.InputError
+	var ue *usageError
+	return errors.As(err, &ie) || errors.As(err, &ue)
+}
+
+// startProfile starts --cpuprofile, returning the function that stops it.
+func (f *trainFlags) startProfile() (func(), error) {
+	if f.cpuProfile == "" {
+		return func() {}, nil
+	}
+	pf, err := os.Create(f.cpuProfile)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(pf); err != nil {
+		pf.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); pf.Close() }, nil
+}
+
+func (i *jobInfo) fromDataset(ds *data.Dataset, split string) {
+	sp := ds.Splits[split]
+	i.name, i.nodes, i.edges = ds.Name, int64(ds.Graph.N), ds.Graph.NumEdges()
+	i.features, i.classes, i.split = ds.NumFeatures, ds.NumClasses, split
+	i.train, i.valid, i.test = len(sp.Train), len(sp.Valid), len(sp.Test)
+}
+
+func (i *jobInfo) fromMeta(m *data.PartitionMeta) {
+	i.name, i.nodes, i.edges = m.DatasetName, int64(m.NumNodes), m.NumEdges
+	i.features, i.classes, i.split = m.NumFeatures, m.NumClasses, m.Split
+	i.train, i.valid, i.test = m.GlobalTrain, m.GlobalValid, m.GlobalTest
+	i.partition = m.Method + " (from file)"
+}

@@ -1,0 +1,187 @@
+package gnn
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+)
+
+// runSingle trains one process on the whole graph and returns every epoch.
+func runSingle(t *testing.T, ds *data.Dataset, split string, mc ModelConfig, epochs int) []EpochStats {
+	t.Helper()
+	local, err := SingleProcess(ds, split, mc.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := kernels.NewCPU(0)
+	defer dev.Close()
+	m, err := NewModel(mc, local, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultTrainConfig()
+	cfg.Epochs = epochs
+	tr, err := NewTrainer(m, cfg, Alone{}, Alone{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []EpochStats
+	if _, err := tr.Run(func(s EpochStats) error { out = append(out, s); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runRanks trains q ranks as goroutines over the given partition and returns
+// rank 0's epochs (every rank sees the same reduced metrics).
+func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int) []EpochStats {
+	t.Helper()
+	shards, err := data.BuildShards(ds, split, parts, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	comms := comm.NewLocal(q)
+	trainers := make([]*Trainer, q)
+	for r := range shards {
+		local, err := FromShard(shards[r], mc.Model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev := kernels.NewCPU(1)
+		defer dev.Close()
+		m, err := NewModel(mc, local, dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex, err := comm.NewExchange(comms[r], len(shards[r].Owned), shards[r].Send, shards[r].RecvStart, mc.Layers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultTrainConfig()
+		cfg.Epochs = epochs
+		if trainers[r], err = NewTrainer(m, cfg, ex, comms[r]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats := make([][]EpochStats, q)
+	errs := make([]error, q)
+	var wg sync.WaitGroup
+	for r := range trainers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[r] = trainers[r].Run(func(s EpochStats) error { stats[r] = append(stats[r], s); return nil })
+			if errs[r] != nil {
+				comms[r].Fail(errs[r])
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	// Every rank must hold the same reduced metrics.
+	for r := 1; r < q; r++ {
+		for e := range stats[0] {
+			if stats[r][e].Loss != stats[0][e].Loss || stats[r][e].TestAcc != stats[0][e].TestAcc {
+				t.Fatalf("rank %d epoch %d disagrees with rank 0: loss %v vs %v", r, e, stats[r][e].Loss, stats[0][e].Loss)
+			}
+		}
+	}
+	return stats[0]
+}
+
+// closeLoss is the acceptance tolerance: 1e-4, relative above 1.
+func closeLoss(a, b float64) bool {
+	return math.Abs(a-b) <= 1e-4*math.Max(1, math.Abs(b))
+}
+
+// haloRows sums the halo rows every rank receives per layer.
+func haloRows(t *testing.T, ds *data.Dataset, split string, parts []int32, q int) int64 {
+	shards, err := data.BuildShards(ds, split, parts, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, s := range shards {
+		n += int64(len(s.Halo))
+	}
+	return n
+}
+
+// TestDistributedEqualsSingle trains with full communication on Q ranks,
+// random and METIS partitions, and holds the per-epoch loss to the one-process
+// run within 1e-4 and the final accuracies within 0.2 points. It also holds
+// the counted bytes to the analytic halo volume.
+func TestDistributedEqualsSingle(t *testing.T) {
+	epochs := 50
+	if testing.Short() {
+		epochs = 10
+	}
+	for _, name := range []string{"cora", "amazon_photo"} {
+		ds, err := data.LoadOGB(sharedData(t, name), data.OGBOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		split := ds.SplitNames()[0]
+		for _, model := range []string{"sage", "gcn"} {
+			mc := ModelConfig{Model: model, Layers: 3, Hidden: 32, InDim: ds.NumFeatures, Classes: ds.NumClasses, Dropout: 0.2, Seed: 5}
+			want := runSingle(t, ds, split, mc, epochs)
+			for _, method := range []string{"random", "metis"} {
+				for _, q := range []int{1, 2, 4, 8} {
+					t.Run(fmt.Sprintf("%s/%s/%s/Q%d", name, model, method, q), func(t *testing.T) {
+						var parts []int32
+						if method == "metis" {
+							parts, err = data.PartitionMETIS(ds.Graph, q, 1, ds.Splits[split].Train)
+						} else {
+							parts, err = data.PartitionRandom(ds.Graph, q, 1)
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						got := runRanks(t, ds, split, parts, q, mc, epochs)
+						for e := range want {
+							if !closeLoss(got[e].Loss, want[e].Loss) {
+								t.Fatalf("epoch %d: loss %.8f on %d ranks, %.8f in one process", e, got[e].Loss, q, want[e].Loss)
+							}
+						}
+						last, ref := got[epochs-1], want[epochs-1]
+						for _, acc := range [][2]float64{{last.TrainAcc, ref.TrainAcc}, {last.ValAcc, ref.ValAcc}, {last.TestAcc, ref.TestAcc}} {
+							if math.Abs(acc[0]-acc[1]) > 0.002 {
+								t.Errorf("final accuracy %.4f on %d ranks vs %.4f in one process", acc[0], q, acc[1])
+							}
+						}
+						// Bytes: every halo row crosses once per layer each way, at the
+						// width of the matrix the layer aggregates (the narrower side);
+						// the first layer sends no gradient when it aggregates its input.
+						// With dropout, the dropout-free evaluation pass adds a second
+						// forward exchange.
+						rows := haloRows(t, ds, split, parts, q)
+						passes := int64(1)
+						if mc.Dropout > 0 {
+							passes = 2
+						}
+						dims := mc.Dims()
+						for l := 0; l < mc.Layers; l++ {
+							w := int64(min(dims[l], dims[l+1]))
+							wantFwd, wantBwd := passes*rows*w*4, rows*w*4
+							if l == 0 && dims[1] >= dims[0] {
+								wantBwd = 0
+							}
+							if last.BytesFwd[l] != wantFwd || last.BytesBwd[l] != wantBwd {
+								t.Errorf("layer %d: counted %d/%d bytes fwd/bwd, analytic %d/%d", l, last.BytesFwd[l], last.BytesBwd[l], wantFwd, wantBwd)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
