@@ -17,10 +17,13 @@ type Exchange struct {
 	owned     int
 	send      [][]int32 // send[p]: owned rows that rank p needs, in p's halo order
 	recvStart []int     // len Size()+1
-	sendBuf   [][]float32
-	sendB     [][]byte // byte views handed to AllToAllV
-	recvB     [][]byte
-	recvBuf   [][]float32
+	sendStart []int     // len Size()+1: offsets of the send lists, in rows
+	// stage holds the rows gathered for sending (forward) or received
+	// (backward), all peers in one allocation: MPI addresses the peers'
+	// slices by int offsets from one base.
+	stage []float32
+	sendB [][]byte // byte views handed to AllToAllV
+	recvB [][]byte
 	// Traffic holds the bytes this rank sent, per layer and peer, since the
 	// last Reset; Seconds is the time spent inside the transport.
 	Traffic Traffic
@@ -52,8 +55,10 @@ func NewExchange(c Comm, owned int, send [][]int32, recvStart []int, layers int)
 		return nil, fmt.Errorf("halo exchange: %d send lists and %d halo offsets for %d ranks", len(send), len(recvStart), q)
 	}
 	x := &Exchange{comm: c, owned: owned, send: send, recvStart: recvStart,
-		sendBuf: make([][]float32, q), sendB: make([][]byte, q),
-		recvBuf: make([][]float32, q), recvB: make([][]byte, q)}
+		sendStart: make([]int, q+1), sendB: make([][]byte, q), recvB: make([][]byte, q)}
+	for p, rows := range send {
+		x.sendStart[p+1] = x.sendStart[p] + len(rows)
+	}
 	x.Traffic.Fwd = make([][]int64, layers)
 	x.Traffic.Bwd = make([][]int64, layers)
 	for l := 0; l < layers; l++ {
@@ -95,11 +100,12 @@ func bytesOf(f []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
 }
 
-func grow(buf []float32, n int) []float32 {
-	if cap(buf) < n {
-		return make([]float32, n)
+// peerStage returns peer p's part of the stage for rows of width f.
+func (x *Exchange) peerStage(p, f int) []float32 {
+	if n := x.sendStart[len(x.send)] * f; cap(x.stage) < n {
+		x.stage = make([]float32, n)
 	}
-	return buf[:n]
+	return x.stage[x.sendStart[p]*f : x.sendStart[p+1]*f]
 }
 
 // Forward fills the halo rows of h (layer l's aggregated matrix) with the
@@ -112,8 +118,7 @@ func (x *Exchange) Forward(layer int, h *kernels.Mat) error {
 	}
 	me := x.comm.Rank()
 	for p, rows := range x.send {
-		buf := grow(x.sendBuf[p], len(rows)*f)
-		x.sendBuf[p] = buf
+		buf := x.peerStage(p, f)
 		for k, r := range rows {
 			copy(buf[k*f:(k+1)*f], h.Data[int(r)*f:int(r+1)*f])
 		}
@@ -142,12 +147,10 @@ func (x *Exchange) Backward(layer int, dh *kernels.Mat) error {
 		return fmt.Errorf("halo backward: matrix has %d rows, expected %d owned + %d halo", dh.Rows, x.owned, x.HaloRows())
 	}
 	me := x.comm.Rank()
-	for p, rows := range x.send {
+	for p := range x.send {
 		lo, hi := x.owned+x.recvStart[p], x.owned+x.recvStart[p+1]
 		x.sendB[p] = bytesOf(dh.Data[lo*f : hi*f])
-		buf := grow(x.recvBuf[p], len(rows)*f)
-		x.recvBuf[p] = buf
-		x.recvB[p] = bytesOf(buf)
+		x.recvB[p] = bytesOf(x.peerStage(p, f))
 		if p != me {
 			x.Traffic.Bwd[layer][p] += int64(len(x.sendB[p]))
 		}
@@ -159,7 +162,7 @@ func (x *Exchange) Backward(layer int, dh *kernels.Mat) error {
 		return fmt.Errorf("halo backward of layer %d: %w", layer, err)
 	}
 	for p, rows := range x.send {
-		buf := x.recvBuf[p]
+		buf := x.peerStage(p, f)
 		for k, r := range rows {
 			dst := dh.Data[int(r)*f : int(r+1)*f]
 			for j, v := range buf[k*f : (k+1)*f] {

@@ -33,6 +33,7 @@ type command struct {
 var commands = []command{
 	{"train", "train a GNN on a dataset (OGB directory or .h5)", runTrain},
 	{"gen", "generate a synthetic graph dataset (contextual SBM) as .h5", runGen},
+	{"partition", "partition a dataset into per-rank part files (METIS or random)", runPartition},
 	{"convert", "convert an OGB-layout directory into one .h5 dataset file", runConvert},
 }
 

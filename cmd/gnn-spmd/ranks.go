@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"sync"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
@@ -54,14 +53,6 @@ func (f *trainFlags) loadDataset() (*data.Dataset, string, error) {
 		return nil, "", usagef("train: dataset %s has no node features: training needs them", ds.Name)
 	}
 	return ds, split, nil
-}
-
-// partitionOf assigns every node of ds to one of q parts with --partition.
-func (f *trainFlags) partitionOf(ds *data.Dataset, split string, q int) ([]int32, error) {
-	if f.partition == "metis" {
-		return data.PartitionMETIS(ds.Graph, q, f.partitionSeed, ds.Splits[split].Train)
-	}
-	return data.PartitionRandom(ds.Graph, q, f.partitionSeed)
 }
 
 // newRankJob builds one rank's model, exchange and trainer.
@@ -156,7 +147,7 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 				return usagef("train: %v", err)
 			}
 		} else {
-			parts, err := f.partitionOf(ds, split, q)
+			parts, err := data.Partition(ds, split, q, f.partition, f.partitionSeed)
 			if err != nil {
 				return err
 			}
@@ -166,99 +157,58 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 		}
 	}
 	info.loadSeconds = time.Since(start).Seconds()
-
-	var jobs []*rankJob
-	defer func() {
-		for _, j := range jobs {
-			j.dev.Close()
+	if !f.noComm {
+		for _, sh := range shards {
+			info.haloRows += len(sh.Halo)
 		}
-	}()
+	}
+
+	rep := newReporter(f, info, stdout)
+	defer rep.close()
+	stop, err := f.startProfile()
+	if err != nil {
+		return err
+	}
+	defer stop()
 	if single != nil {
 		job, err := f.newRankJob(nil, single, nil, f.threadsPerRank(1))
 		if err != nil {
 			return err
 		}
-		jobs = append(jobs, job)
-	} else {
-		comms := comm.NewLocal(q)
-		for r, sh := range shards {
-			sh, local, err := f.localView(sh)
-			if err != nil {
-				return err
-			}
-			info.haloRows += len(sh.Halo)
-			job, err := f.newRankJob(comms[r], local, sh, f.threadsPerRank(q))
-			if err != nil {
-				return err
-			}
-			jobs = append(jobs, job)
+		defer job.dev.Close()
+		sum, err := job.trainer.Run(rep.epoch)
+		if err != nil {
+			return err
 		}
-		defer func() {
-			for _, c := range comms {
-				c.Close()
-			}
-		}()
-		return runRanks(f, jobs, comms, info, stdout)
+		return rep.summary(sum)
 	}
-	rep, err := newReporter(f, info, stdout)
+	// Every rank builds its job and trains on its own goroutine; the first
+	// rank to fail (or panic) fails the group, so that its peers return from
+	// their collectives instead of waiting for it.
+	var sum gnn.Summary
+	err = comm.RunLocal(q, func(c *comm.Local) error {
+		r := c.Rank()
+		sh, local, err := f.localView(shards[r])
+		if err != nil {
+			return err
+		}
+		job, err := f.newRankJob(c, local, sh, f.threadsPerRank(q))
+		if err != nil {
+			return err
+		}
+		defer job.dev.Close()
+		report := func(gnn.EpochStats) error { return nil }
+		if r == 0 {
+			report = rep.epoch
+		}
+		s, err := job.trainer.Run(report)
+		if r == 0 {
+			sum = s
+		}
+		return err
+	})
 	if err != nil {
 		return err
-	}
-	defer rep.close()
-	stop, err := f.startProfile()
-	if err != nil {
-		return err
-	}
-	defer stop()
-	sum, err := jobs[0].trainer.Run(rep.epoch)
-	if err != nil {
-		return err
-	}
-	return rep.summary(sum)
-}
-
-// runRanks trains every rank on its own goroutine; rank 0 reports. The
-// first rank to fail marks the group failed, so that its peers return from
-// their collectives instead of waiting for it.
-func runRanks(f *trainFlags, jobs []*rankJob, comms []*comm.Local, info jobInfo, stdout io.Writer) error {
-	rep, err := newReporter(f, info, stdout)
-	if err != nil {
-		return err
-	}
-	defer rep.close()
-	stop, err := f.startProfile()
-	if err != nil {
-		return err
-	}
-	defer stop()
-	var (
-		wg       sync.WaitGroup
-		once     sync.Once
-		firstErr error
-		sum      gnn.Summary
-	)
-	for r, job := range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			report := func(gnn.EpochStats) error { return nil }
-			if r == 0 {
-				report = rep.epoch
-			}
-			s, err := job.trainer.Run(report)
-			if err != nil {
-				once.Do(func() { firstErr = fmt.Errorf("rank %d: %w", r, err) })
-				comms[r].Fail(err)
-				return
-			}
-			if r == 0 {
-				sum = s
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
 	}
 	return rep.summary(sum)
 }
@@ -293,10 +243,7 @@ func trainMPI(f *trainFlags, stdout, stderr io.Writer) error {
 	}
 	var rep *reporter
 	if rank == 0 {
-		if rep, err = newReporter(f, info, out); err != nil {
-			c.Abort(exitFailure)
-			return err
-		}
+		rep = newReporter(f, info, out)
 		defer rep.close()
 	}
 	report := func(s gnn.EpochStats) error { return rep.epoch(s) }
@@ -333,7 +280,7 @@ func (f *trainFlags) setupMPIRank(c comm.Comm, info *jobInfo) (*rankJob, error) 
 			return nil, err
 		}
 		info.fromDataset(ds, split)
-		parts, err := f.partitionOf(ds, split, q)
+		parts, err := data.Partition(ds, split, q, f.partition, f.partitionSeed)
 		if err != nil {
 			return nil, err
 		}

@@ -131,12 +131,14 @@ type reporter struct {
 	quiet    bool
 	ranks    int
 	bytesCum int64
-	f        *os.File
-	w        *bufio.Writer
+	path     string // --metrics; created at the first record, so that a
+	// run that fails during setup leaves no file behind
+	f *os.File
+	w *bufio.Writer
 }
 
-func newReporter(f *trainFlags, info jobInfo, out io.Writer) (*reporter, error) {
-	r := &reporter{out: out, quiet: f.quiet, ranks: info.ranks}
+func newReporter(f *trainFlags, info jobInfo, out io.Writer) *reporter {
+	r := &reporter{out: out, quiet: f.quiet, ranks: info.ranks, path: f.metrics}
 	fmt.Fprintf(out, "dataset %s: %d nodes, %d edges, %d features, %d classes; split %s %d/%d/%d (ready in %.2fs)\n",
 		info.name, info.nodes, info.edges, info.features, info.classes, info.split,
 		info.train, info.valid, info.test, info.loadSeconds)
@@ -149,19 +151,19 @@ func newReporter(f *trainFlags, info jobInfo, out io.Writer) (*reporter, error) 
 	}
 	fmt.Fprintf(out, "model %s: %d layers, hidden %d, dropout %g; adam lr %g, weight decay %g, %d epochs; gemm %s\n",
 		f.model, f.layers, f.hidden, f.dropout, f.lr, f.weightDecay, f.epochs, kernels.GemmBackend)
-	if f.metrics != "" {
-		file, err := os.Create(f.metrics)
-		if err != nil {
-			return nil, fmt.Errorf("--metrics: %w", err)
-		}
-		r.f, r.w = file, bufio.NewWriter(file)
-	}
-	return r, nil
+	return r
 }
 
 func (r *reporter) write(v any) error {
-	if r.w == nil {
+	if r.path == "" {
 		return nil
+	}
+	if r.w == nil {
+		file, err := os.Create(r.path)
+		if err != nil {
+			return fmt.Errorf("--metrics: %w", err)
+		}
+		r.f, r.w = file, bufio.NewWriter(file)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -1,0 +1,55 @@
+package mpi
+
+import (
+	"strings"
+	"testing"
+)
+
+// The calls into MPI are tested under mpirun by comm/testdata/mpicheck
+// (comm/mpi_test.go); these tests cover what needs no MPI.
+
+func TestThreadLevels(t *testing.T) {
+	if !(ThreadSingle < ThreadFunneled && ThreadFunneled < ThreadSerialized && ThreadSerialized < ThreadMultiple) {
+		t.Fatalf("thread levels out of order: %d %d %d %d", ThreadSingle, ThreadFunneled, ThreadSerialized, ThreadMultiple)
+	}
+	if ThreadSerialized.String() != "MPI_THREAD_SERIALIZED" {
+		t.Fatal(ThreadSerialized.String())
+	}
+}
+
+func TestSpan(t *testing.T) {
+	big := make([]byte, 1000)
+	for _, c := range []struct {
+		bufs [][]byte
+		want int
+	}{
+		{nil, 0},
+		{[][]byte{{}, nil}, 0},
+		{[][]byte{big[10:20]}, 10},
+		{[][]byte{big[500:600], nil, big[10:20], big[0:0]}, 590},
+		{[][]byte{big[10:20], big[10:20]}, 10},
+	} {
+		if got := Span(c.bufs); got != c.want {
+			t.Errorf("Span = %d, want %d", got, c.want)
+		}
+	}
+}
+
+func TestCheckRanges(t *testing.T) {
+	for _, c := range []struct {
+		n              int
+		counts, displs []int32
+		err            string
+	}{
+		{10, []int32{4, 6}, []int32{0, 4}, ""},
+		{10, []int32{4, 0}, []int32{6, 10}, ""},
+		{10, []int32{4, 7}, []int32{0, 4}, "outside the 10-byte buffer"},
+		{10, []int32{-1, 0}, []int32{0, 0}, "outside"},
+		{10, []int32{4}, []int32{0}, "for 2 ranks"},
+	} {
+		err := checkRanges("send", c.n, c.counts, c.displs, 2)
+		if (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("checkRanges(%d, %v, %v) = %v, want %q", c.n, c.counts, c.displs, err, c.err)
+		}
+	}
+}
