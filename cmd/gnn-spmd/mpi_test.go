@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets mpirun start this test binary as the CLI: with
+// GNN_SPMD_AS_CLI=1 it runs the command line and exits, so the MPI tests
+// exercise exactly the code (and build tags) under test.
+func TestMain(m *testing.M) {
+	if os.Getenv("GNN_SPMD_AS_CLI") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func sharedData(t *testing.T, name string) string {
+	dir := filepath.Join("..", "..", "..", "shared", "data", name)
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("%s not found: the shared datasets live beside the repository in ../shared/data", dir)
+	}
+	abs, _ := filepath.Abs(dir)
+	return abs
+}
+
+// mpirunCmd runs q ranks of this binary as the CLI.
+func mpirunCmd(ctx context.Context, t *testing.T, q int, args ...string) *exec.Cmd {
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("mpirun not on PATH (scripts/deps.sh installs openmpi-bin)")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "mpirun", append([]string{"-np", strconv.Itoa(q), self}, args...)...)
+	cmd.Env = append(os.Environ(), "GNN_SPMD_AS_CLI=1",
+		"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+		"OMPI_MCA_rmaps_base_oversubscribe=1",
+		// More ranks than cores: waiting ranks must yield, not spin.
+		"OMPI_MCA_mpi_yield_when_idle=1")
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	return cmd
+}
+
+type epochLine struct {
+	Epoch                     int
+	Loss                      float64
+	TrainAcc, ValAcc, TestAcc float64
+	BytesFwd                  int64 `json:"bytes_fwd"`
+	Summary                   bool
+}
+
+func readMetrics(t *testing.T, path string) []epochLine {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []epochLine
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e struct {
+			epochLine
+			TrainAcc float64 `json:"train_acc"`
+			ValAcc   float64 `json:"val_acc"`
+			TestAcc  float64 `json:"test_acc"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		if !e.Summary {
+			e.epochLine.TrainAcc, e.epochLine.ValAcc, e.epochLine.TestAcc = e.TrainAcc, e.ValAcc, e.TestAcc
+			out = append(out, e.epochLine)
+		}
+	}
+	return out
+}
+
+// sameRun holds a distributed run to the one-process reference: per-epoch
+// loss within 1e-4 (relative above 1), final accuracies within 0.2 points.
+func sameRun(t *testing.T, got, want []epochLine) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d epochs, want %d", len(got), len(want))
+	}
+	for e := range want {
+		if math.Abs(got[e].Loss-want[e].Loss) > 1e-4*math.Max(1, math.Abs(want[e].Loss)) {
+			t.Fatalf("epoch %d: loss %.8f, one process %.8f", e, got[e].Loss, want[e].Loss)
+		}
+	}
+	g, w := got[len(got)-1], want[len(want)-1]
+	for _, a := range [][2]float64{{g.TrainAcc, w.TrainAcc}, {g.ValAcc, w.ValAcc}, {g.TestAcc, w.TestAcc}} {
+		if math.Abs(a[0]-a[1]) > 0.002 {
+			t.Errorf("final accuracy %.4f, one process %.4f", a[0], a[1])
+		}
+	}
+}
+
+// TestMPIEqualsOneProcess trains under real mpirun with Q = 1, 2, 4, 8 ranks,
+// random and METIS partitions, and compares every epoch with one process;
+// --ranks 8 (goroutine ranks) is held to the same standard.
+func TestMPIEqualsOneProcess(t *testing.T) {
+	epochs := "50"
+	if testing.Short() {
+		epochs = "5"
+	}
+	for _, name := range []string{"cora", "amazon_photo"} {
+		dir := sharedData(t, name)
+		common := []string{"train", "--data", dir, "--normalize-features", "--epochs", epochs, "--hidden", "32",
+			"--dropout", "0.2", "--seed", "3", "--quiet"}
+		tmp := t.TempDir()
+		ref := filepath.Join(tmp, "ref.jsonl")
+		if code, _, stderr := runCLI(append(common, "--metrics", ref)...); code != 0 {
+			t.Fatalf("one process: %s", stderr)
+		}
+		want := readMetrics(t, ref)
+		for _, method := range []string{"random", "metis"} {
+			for _, q := range []int{1, 2, 4, 8} {
+				t.Run(fmt.Sprintf("%s/%s/mpirun-np-%d", name, method, q), func(t *testing.T) {
+					out := filepath.Join(t.TempDir(), "m.jsonl")
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+					defer cancel()
+					cmd := mpirunCmd(ctx, t, q, append(common, "--partition", method, "--metrics", out)...)
+					if b, err := cmd.CombinedOutput(); err != nil {
+						t.Fatalf("mpirun: %v\n%s", err, b)
+					}
+					sameRun(t, readMetrics(t, out), want)
+				})
+			}
+			t.Run(fmt.Sprintf("%s/%s/ranks-8", name, method), func(t *testing.T) {
+				out := filepath.Join(t.TempDir(), "m.jsonl")
+				if code, _, stderr := runCLI(append(common, "--ranks", "8", "--partition", method, "--metrics", out)...); code != 0 {
+					t.Fatalf("--ranks 8: %s", stderr)
+				}
+				sameRun(t, readMetrics(t, out), want)
+			})
+		}
+	}
+}
+
+// TestMPIRankKilled SIGKILLs one rank of a running 3-rank job: mpirun and
+// every rank must be gone, with a non-zero status, within 30 s.
+func TestMPIRankKilled(t *testing.T) {
+	dir := sharedData(t, "amazon_photo")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := mpirunCmd(ctx, t, 3, "train", "--data", dir, "--epochs", "100000", "--hidden", "32")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until training runs, then kill a rank that is not rank 0.
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "epoch    2") {
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	out, err := exec.Command("pgrep", "-P", strconv.Itoa(cmd.Process.Pid)).Output()
+	if err != nil {
+		t.Fatalf("pgrep: %v", err)
+	}
+	pids := strings.Fields(string(out))
+	if len(pids) != 3 {
+		t.Fatalf("found rank pids %v, want 3", pids)
+	}
+	victim, _ := strconv.Atoi(pids[len(pids)-1])
+	killed := time.Now()
+	syscall.Kill(victim, syscall.SIGKILL)
+	err = cmd.Wait()
+	took := time.Since(killed)
+	t.Logf("mpirun exited %v after the kill: %v", took, err)
+	if err == nil {
+		t.Errorf("mpirun exited 0 after a rank was killed")
+	}
+	if took > 30*time.Second {
+		t.Errorf("the job took %v to end after a rank was killed, want < 30s", took)
+	}
+	// Every rank must be gone (or a zombie awaiting its reaper) within the
+	// same 30 s.
+	for _, p := range pids {
+		for !exited(p) && time.Since(killed) < 30*time.Second {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !exited(p) {
+			t.Errorf("rank process %s still running %v after the kill", p, time.Since(killed))
+		}
+	}
+	t.Logf("all ranks gone %v after the kill", time.Since(killed))
+}
+
+// exited reports whether process pid has ended (absent, or a zombie).
+func exited(pid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return true
+	}
+	// The state follows the parenthesised command name.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
+}
+
+// TestMPIWrongWorldSize: a partition directory made for another world size
+// is refused before training, with one line and exit code 2.
+func TestMPIWrongWorldSize(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, stderr := runCLI("partition", "--data", writeOGB(t, nil, false), "--parts", "2", "--method", "random", "--out", dir); code != 0 {
+		t.Fatalf("partition: %s", stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := mpirunCmd(ctx, t, 3, "train", "--parts", dir, "--epochs", "1")
+	b, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitBadInput {
+		t.Fatalf("want exit %d, got %v\n%s", exitBadInput, err, b)
+	}
+	if !strings.Contains(string(b), "job has 3 ranks") {
+		t.Errorf("message does not say the world size: %s", b)
+	}
+	if code, _, stderr := runCLI("train", "--parts", dir, "--ranks", "3", "--epochs", "1"); code != exitBadInput || !strings.Contains(stderr, "3 ranks") {
+		t.Errorf("--ranks 3: exit %d, %q", code, stderr)
+	}
+}
