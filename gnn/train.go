@@ -45,8 +45,9 @@ type EpochStats struct {
 	// Halo bytes handed to the transport, summed over ranks, per layer.
 	BytesFwd, BytesBwd []int64
 	// CommSeconds is this rank's time inside the transport (halo exchanges
-	// and all-reduces); the rest of Seconds is computation.
-	CommSeconds float64
+	// and all-reduces), HaloSeconds the halo exchanges' part of it; the
+	// rest of Seconds is computation.
+	CommSeconds, HaloSeconds float64
 }
 
 // TotalBytes returns the epoch's forward and backward halo bytes.
@@ -132,9 +133,9 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 	}
 	layers := m.Config.Layers
 	fwd, bwd := make([]int64, layers), make([]int64, layers)
-	commSec := 0.0
+	haloSec := 0.0
 	if metered {
-		commSec = meter.LayerBytes(fwd, bwd)
+		haloSec = meter.LayerBytes(fwd, bwd)
 		for l := 0; l < layers; l++ {
 			t.scal[scalBytes+l] = float64(fwd[l])
 			t.scal[scalBytes+layers+l] = float64(bwd[l])
@@ -149,7 +150,7 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 	if err := t.Reduce.AllReduceFloat64(t.scal); err != nil {
 		return EpochStats{}, fmt.Errorf("metrics all-reduce: %w", err)
 	}
-	commSec += time.Since(reduceStart).Seconds()
+	commSec := haloSec + time.Since(reduceStart).Seconds()
 	for l := 0; l < layers; l++ {
 		// Byte counts stay exact in float64 up to 2^53.
 		fwd[l], bwd[l] = int64(t.scal[scalBytes+l]), int64(t.scal[scalBytes+layers+l])
@@ -177,6 +178,7 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 		BytesFwd:    fwd,
 		BytesBwd:    bwd,
 		CommSeconds: commSec,
+		HaloSeconds: haloSec,
 	}, nil
 }
 

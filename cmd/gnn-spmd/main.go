@@ -34,6 +34,7 @@ var commands = []command{
 	{"train", "train a GNN on a dataset (OGB directory or .h5)", runTrain},
 	{"gen", "generate a synthetic graph dataset (contextual SBM) as .h5", runGen},
 	{"partition", "partition a dataset into per-rank part files (METIS or random)", runPartition},
+	{"inspect", "summarise a partition directory or a .h5 dataset", runInspect},
 	{"convert", "convert an OGB-layout directory into one .h5 dataset file", runConvert},
 }
 
@@ -102,15 +103,23 @@ func newFlags(name, synopsis string, stderr io.Writer) *flagSet {
 
 // parse parses args and rejects stray positional arguments.
 func (fs *flagSet) parse(args []string) error {
+	if err := fs.parseFlagsOnly(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+// parseFlagsOnly parses args, leaving positional arguments in fs.Args().
+func (fs *flagSet) parseFlagsOnly(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.help()
 			return err
 		}
 		return usagef("%s: %v (see gnn-spmd %s --help)", fs.Name(), err, fs.Name())
-	}
-	if fs.NArg() > 0 {
-		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
 	return nil
 }

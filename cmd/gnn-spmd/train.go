@@ -195,13 +195,14 @@ func (r *reporter) epoch(s gnn.EpochStats) error {
 		TestAcc        float64 `json:"test_acc"`
 		EpochSeconds   float64 `json:"epoch_seconds"`
 		CommSeconds    float64 `json:"comm_seconds"`
+		HaloSeconds    float64 `json:"halo_seconds"`
 		ComputeSeconds float64 `json:"compute_seconds"`
 		BytesFwd       int64   `json:"bytes_fwd"`
 		BytesBwd       int64   `json:"bytes_bwd"`
 		BytesCum       int64   `json:"bytes_cum"`
 		BytesFwdLayer  []int64 `json:"bytes_fwd_layer"`
 		BytesBwdLayer  []int64 `json:"bytes_bwd_layer"`
-	}{s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds, s.CommSeconds, s.Seconds - s.CommSeconds,
+	}{s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds, s.CommSeconds, s.HaloSeconds, s.Seconds - s.CommSeconds,
 		fwd, bwd, r.bytesCum, s.BytesFwd, s.BytesBwd})
 }
 
