@@ -1,0 +1,478 @@
+package data
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestXXH64Vectors(t *testing.T) {
+	// From libxxhash 0.8.1's XXH64(buf, len, 0), buf[i] = byte(7i+3).
+	buf := make([]byte, 300)
+	for i := range buf {
+		buf[i] = byte(i*7 + 3)
+	}
+	for _, c := range []struct {
+		n    int
+		want uint64
+	}{
+		{0, 0xef46db3751d8e999}, {1, 0x1f25c8d0bc1f4bb6}, {3, 0x31d2363f52e564c9}, {4, 0x9bb64b7d66ee9fda},
+		{7, 0x9a7b149959ce60d8}, {8, 0xdab99d95c6f90092}, {12, 0xd52e407833af5133}, {31, 0xa2aa5f33cc4a6119},
+		{32, 0x23c3c17ef790fd97}, {33, 0x50a7cfc7ba588784}, {63, 0x5e3e54b431c7493c}, {64, 0x0eb64b3ef6eeb01f},
+		{100, 0xa61f8d4c170fe531}, {299, 0x5e6f8a0c9110e74e}, {300, 0x240004dbee0ba6dc},
+	} {
+		if got := xxh64(buf[:c.n]); got != c.want {
+			t.Errorf("xxh64 of %d bytes = %016x, want %016x", c.n, got, c.want)
+		}
+	}
+	if got := xxh64([]byte("abc")); got != 0x44bc2cf5ad770999 {
+		t.Errorf("xxh64(abc) = %016x", got)
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	// Over 1 MiB of features, so that several blocks are hashed in parallel.
+	ds := randomDataset(t, 21, 3000, 20000, 100, 5, "s")
+	fp := ds.Fingerprint()
+	old := runtime.GOMAXPROCS(1)
+	one := ds.Fingerprint()
+	runtime.GOMAXPROCS(old)
+	if fp != one {
+		t.Fatalf("fingerprint depends on GOMAXPROCS: %016x vs %016x", fp, one)
+	}
+	ds.Name = "renamed"
+	ds.Splits = nil
+	if ds.Fingerprint() != fp {
+		t.Error("name or splits changed the fingerprint")
+	}
+	edits := []struct {
+		name string
+		edit func(d *Dataset) func()
+	}{
+		{"feature bit", func(d *Dataset) func() {
+			v := d.Features[290_000]
+			d.Features[290_000] = math.Nextafter32(v, 10)
+			return func() { d.Features[290_000] = v }
+		}},
+		{"label", func(d *Dataset) func() {
+			v := d.Labels[7]
+			d.Labels[7] = (v+2)%5 - 1
+			return func() { d.Labels[7] = v }
+		}},
+		{"edge", func(d *Dataset) func() {
+			v := d.Graph.Indices[100]
+			d.Graph.Indices[100] = (v + 1) % 3000
+			return func() { d.Graph.Indices[100] = v }
+		}},
+		{"classes", func(d *Dataset) func() { d.NumClasses++; return func() { d.NumClasses-- } }},
+	}
+	for _, e := range edits {
+		undo := e.edit(ds)
+		if ds.Fingerprint() == fp {
+			t.Errorf("%s: fingerprint unchanged", e.name)
+		}
+		undo()
+	}
+	if ds.Fingerprint() != fp {
+		t.Fatal("undo failed")
+	}
+}
+
+// writeTestPartition partitions ds and writes it to a new directory.
+func writeTestPartition(t *testing.T, ds *Dataset, split string, q int, method string, seed uint64) (string, []int32) {
+	t.Helper()
+	parts, err := Partition(ds, split, q, method, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "parts")
+	if err := WritePartition(dir, ds, split, method, seed, parts, q); err != nil {
+		t.Fatal(err)
+	}
+	return dir, parts
+}
+
+func checkRoundTrip(t *testing.T, ds *Dataset, split string, q int, method string, seed uint64) {
+	t.Helper()
+	dir, parts := writeTestPartition(t, ds, split, q, method, seed)
+	shards, err := BuildShards(ds, split, parts, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var train []int32
+	if split != "" {
+		train = ds.Splits[split].Train
+	}
+	stats, _ := ComputePartitionStats(ds.Graph, parts, q, train)
+	for p := 0; p < q; p++ {
+		s, m, err := ReadShard(dir, p, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameShard(s, shards[p]); err != nil {
+			t.Fatalf("part %d: %v", p, err)
+		}
+		if m.NumParts != q || m.Method != method || m.Seed != seed || m.DatasetName != ds.Name || m.Split != split ||
+			m.Fingerprint != ds.Fingerprint() || !slices.Equal(m.Parts, parts) || m.NumNodes != ds.Graph.N ||
+			m.NumEdges != ds.Graph.NumEdges() || m.NumFeatures != ds.NumFeatures || m.NumClasses != ds.NumClasses {
+			t.Fatalf("meta %+v", m)
+		}
+		if m.Stats.String() != stats.String() {
+			t.Fatalf("stats differ:\n%s\nvs\n%s", m.Stats, stats)
+		}
+	}
+	// Nothing but the partition's files is left behind.
+	want := []string{"meta.h5"}
+	for p := 0; p < q; p++ {
+		want = append(want, PartFileName(p))
+	}
+	slices.Sort(want)
+	if got := dirNames(t, dir); !slices.Equal(got, want) {
+		t.Errorf("directory holds %v, want %v", got, want)
+	}
+}
+
+func TestPartitionFileRoundTrip(t *testing.T) {
+	ds := randomDataset(t, 22, 300, 2000, 4, 3, "a", "b")
+	for _, q := range []int{1, 3} {
+		for _, m := range []string{MethodMETIS, MethodRandom} {
+			checkRoundTrip(t, ds, "a", q, m, 77)
+		}
+	}
+	checkRoundTrip(t, ds, "", 4, MethodRandom, 1) // no split
+	nf := randomDataset(t, 23, 100, 500, 0, 3, "a")
+	checkRoundTrip(t, nf, "a", 2, MethodMETIS, 3) // no features
+}
+
+func TestPartitionFileCora(t *testing.T) {
+	ds := loadShared(t, "cora")
+	checkRoundTrip(t, ds, "public", 4, MethodMETIS, 1)
+}
+
+func TestPartitionFileEmptyPart(t *testing.T) {
+	ds, _ := tinyPartitioned(t)
+	parts := []int32{0, 0, 2, 2, 0, 2}
+	dir := t.TempDir()
+	if err := WritePartition(dir, ds, "s", "manual", 0, parts, 3); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := BuildShards(ds, "s", parts, 3)
+	for p := 0; p < 3; p++ {
+		s, _, err := ReadShard(dir, p, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameShard(s, want[p]); err != nil {
+			t.Errorf("part %d: %v", p, err)
+		}
+	}
+}
+
+// wantInputError checks that err is an *InputError for file with a message
+// containing each of parts.
+func wantInputError(t *testing.T, name string, err error, file string, parts ...string) {
+	t.Helper()
+	t.Logf("%s: %v", name, err)
+	var ie *InputError
+	if !errors.As(err, &ie) {
+		t.Errorf("%s: got %v (%T), want an *InputError", name, err, err)
+		return
+	}
+	if ie.File != file {
+		t.Errorf("%s: error names file %s, want %s (%v)", name, ie.File, file, err)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %q lacks %q", name, err.Error(), p)
+		}
+	}
+}
+
+func TestPartitionFileWorldSize(t *testing.T) {
+	ds := randomDataset(t, 24, 200, 1000, 2, 3, "a")
+	dir, _ := writeTestPartition(t, ds, "a", 4, MethodRandom, 1)
+	_, _, err := ReadShard(dir, 0, 2)
+	meta := filepath.Join(dir, "meta.h5")
+	want := meta + ": num_parts: partitioned into 4 parts, but the job has 2 ranks; re-run gnn-spmd partition --parts 2"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	wantInputError(t, "world size", err, meta)
+	if _, _, err := ReadShard(dir, 3, 0); err != nil { // 0 = any part count
+		t.Error(err)
+	}
+	if _, _, err := ReadShard(dir, 4, 4); err == nil {
+		t.Error("part 4 of 4 accepted")
+	}
+}
+
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPartitionFileMismatch(t *testing.T) {
+	ds := randomDataset(t, 25, 200, 1000, 2, 3, "a", "b")
+	other := randomDataset(t, 26, 200, 1000, 2, 3, "a")
+	base, _ := writeTestPartition(t, ds, "a", 3, MethodRandom, 1)
+	seed2, _ := writeTestPartition(t, ds, "a", 3, MethodRandom, 2)
+	splitB, _ := writeTestPartition(t, ds, "b", 3, MethodRandom, 1)
+	q2, _ := writeTestPartition(t, ds, "a", 2, MethodRandom, 1)
+	otherDS, _ := writeTestPartition(t, other, "a", 3, MethodRandom, 1)
+	target := filepath.Join(base, PartFileName(1))
+	cases := []struct {
+		name, src string
+		want      []string
+	}{
+		{"other dataset", filepath.Join(otherDS, PartFileName(1)), []string{"attribute dataset_fingerprint", "another dataset"}},
+		{"other part count", filepath.Join(q2, PartFileName(1)), []string{"attribute num_parts: is 2, but meta.h5 has 3", "another partition"}},
+		{"other seed", filepath.Join(seed2, PartFileName(1)), []string{"attribute partition_id", "another partition of this dataset"}},
+		{"other split", filepath.Join(splitB, PartFileName(1)), []string{"attribute partition_id"}},
+		{"other part", filepath.Join(base, PartFileName(0)), []string{"attribute part: is 0, expected 1"}},
+	}
+	keep := filepath.Join(t.TempDir(), "keep.h5")
+	copyFile(t, target, keep)
+	for _, c := range cases {
+		copyFile(t, c.src, target)
+		_, _, err := ReadShard(base, 1, 3)
+		wantInputError(t, c.name, err, target, c.want...)
+		copyFile(t, keep, target)
+	}
+	if _, _, err := ReadShard(base, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+
+	os.Remove(target)
+	_, _, err := ReadShard(base, 1, 3)
+	wantInputError(t, "missing part", err, target, "missing: the partition in", "incomplete")
+	empty := t.TempDir()
+	_, err = ReadPartitionMeta(empty)
+	wantInputError(t, "missing meta", err, filepath.Join(empty, "meta.h5"), "missing: not a partition directory")
+}
+
+func TestPartitionFileOverwrite(t *testing.T) {
+	ds := randomDataset(t, 27, 200, 1000, 2, 3, "a")
+	dir, _ := writeTestPartition(t, ds, "a", 5, MethodRandom, 1)
+	parts, _ := PartitionRandom(ds.Graph, 2, 9)
+	if err := WritePartition(dir, ds, "a", MethodRandom, 9, parts, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := dirNames(t, dir); !slices.Equal(got, []string{"meta.h5", "part-0.h5", "part-1.h5"}) {
+		t.Errorf("after repartitioning into 2: %v", got)
+	}
+	if _, _, err := ReadShard(dir, 1, 2); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestPartitionFileCorrupt(t *testing.T) {
+	ds := randomDataset(t, 28, 400, 3000, 3, 3, "a")
+	dir, parts := writeTestPartition(t, ds, "a", 3, MethodRandom, 1)
+	path := filepath.Join(dir, PartFileName(2))
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		if err := os.WriteFile(path, good, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []int{0, 7, 100, len(good) / 2, len(good) - 100} {
+		os.WriteFile(path, good[:n], 0o644)
+		_, _, err := ReadShard(dir, 2, 3)
+		wantInputError(t, "truncated", err, path)
+		if err != nil && !strings.Contains(err.Error(), "truncated or corrupt") && !strings.Contains(err.Error(), "not an HDF5 file") {
+			t.Errorf("truncated to %d bytes: %v", n, err)
+		}
+	}
+	restore()
+
+	// Overwrite the /owned data in place (found by its bytes) with another
+	// node: the file is readable, its content is not.
+	shards, _ := BuildShards(ds, "a", parts, 3)
+	owned := byteView(shards[2].Owned)
+	at := bytes.Index(good, owned)
+	if at < 0 {
+		t.Fatal("owned array not found in the file")
+	}
+	bad := slices.Clone(good)
+	bad[at] ^= 1
+	os.WriteFile(path, bad, 0o644)
+	_, _, err = ReadShard(dir, 2, 3)
+	wantInputError(t, "corrupt owned", err, path, "/owned: entry 0")
+	restore()
+
+	// Corrupt meta.h5's assignment: the partition id no longer matches.
+	metaPath := filepath.Join(dir, "meta.h5")
+	mb, _ := os.ReadFile(metaPath)
+	at = bytes.Index(mb, byteView(parts))
+	if at < 0 {
+		t.Fatal("parts array not found in meta.h5")
+	}
+	v := parts[0]
+	mb[at] = byte((v + 1) % 3)
+	os.WriteFile(metaPath, mb, 0o644)
+	_, err = ReadPartitionMeta(dir)
+	wantInputError(t, "corrupt meta", err, metaPath, "attribute partition_id", "the file is corrupt")
+
+	os.WriteFile(metaPath, []byte("not hdf5"), 0o644)
+	_, err = ReadPartitionMeta(dir)
+	wantInputError(t, "not hdf5", err, metaPath, "not an HDF5 file")
+}
+
+// TestPartitionFileMalformed writes part files with one thing wrong each and
+// checks the error names the HDF5 object.
+func TestPartitionFileMalformed(t *testing.T) {
+	ds := randomDataset(t, 29, 300, 2500, 3, 3, "a")
+	dir, parts := writeTestPartition(t, ds, "a", 3, MethodRandom, 4)
+	m, err := ReadPartitionMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, _ := BuildShards(ds, "a", parts, 3)
+	const p = 1
+	path := filepath.Join(dir, PartFileName(p))
+	clone := func() *Shard {
+		s := *shards[p]
+		s.Owned, s.Halo, s.Indices, s.LoopDegree = slices.Clone(s.Owned), slices.Clone(s.Halo), slices.Clone(s.Indices), slices.Clone(s.LoopDegree)
+		s.Labels, s.Features, s.Indptr = slices.Clone(s.Labels), slices.Clone(s.Features), slices.Clone(s.Indptr)
+		s.Train, s.Valid, s.Test = slices.Clone(s.Train), slices.Clone(s.Valid), slices.Clone(s.Test)
+		s.Send = slices.Clone(s.Send)
+		for o := range s.Send {
+			s.Send[o] = slices.Clone(s.Send[o])
+		}
+		return &s
+	}
+	nOwn := len(shards[p].Owned)
+	cases := []struct {
+		name  string
+		shard func(s *Shard)
+		edit  func(attrs []h5Attr, arrays []h5Array) ([]h5Attr, []h5Array)
+		want  []string
+	}{
+		{name: "owned order", shard: func(s *Shard) { s.Owned[0], s.Owned[1] = s.Owned[1], s.Owned[0] }, want: []string{"/owned: entry 1"}},
+		{name: "halo owner", shard: func(s *Shard) { s.Halo[0] = s.Owned[0] }, want: []string{"/halo: entry 0", "part 0"}},
+		{name: "index range", shard: func(s *Shard) { s.Indices[5] = int32(s.NumCols()) }, want: []string{"/graph/indices: row", "expected a column in [0, owned+halo"}},
+		{name: "indptr", shard: func(s *Shard) { s.Indptr[1], s.Indptr[2] = s.Indptr[2], s.Indptr[1] }, want: []string{"/graph/indptr: decreases at row"}},
+		{name: "loop degree", shard: func(s *Shard) { s.LoopDegree[3]++ }, want: []string{"/node/loop_degree: row 3 has loop degree"}},
+		{name: "halo degree", shard: func(s *Shard) { s.LoopDegree[nOwn] = 0 }, want: []string{"/node/loop_degree: halo column"}},
+		{name: "label", shard: func(s *Shard) { s.Labels[4] = 3 }, want: []string{"/node/labels: row 4 has label 3"}},
+		{name: "feature", shard: func(s *Shard) { s.Features[7] = float32(math.Inf(1)) }, want: []string{"/node/features: row 2 column 1 is +Inf"}},
+		{name: "split overlap", shard: func(s *Shard) { s.Valid = []int32{s.Train[0]} }, want: []string{"/split/valid: row", "also in train"}},
+		{name: "split range", shard: func(s *Shard) { s.Test = append(s.Test, int32(nOwn)) }, want: []string{"/split/test: entry"}},
+		{name: "send order", shard: func(s *Shard) { s.Send[0][0], s.Send[0][1] = s.Send[0][1], s.Send[0][0] }, want: []string{"/send/rows: entry 1"}},
+		{name: "owned dtype", edit: func(a []h5Attr, arr []h5Array) ([]h5Attr, []h5Array) {
+			for i := range arr {
+				if arr[i].path == "/owned" {
+					w := make([]int64, nOwn)
+					arr[i].data = w
+				}
+			}
+			return a, arr
+		}, want: []string{"/owned: has element type integer of 8 bytes, expected int32"}},
+		{name: "missing dataset", edit: func(a []h5Attr, arr []h5Array) ([]h5Attr, []h5Array) {
+			return a, slices.DeleteFunc(arr, func(x h5Array) bool { return x.path == "/graph/indices" })
+		}, want: []string{"/graph/indices: missing dataset"}},
+		{name: "short halo", edit: func(a []h5Attr, arr []h5Array) ([]h5Attr, []h5Array) {
+			for i := range arr {
+				if arr[i].path == "/halo" {
+					arr[i].data = arr[i].data.([]int32)[1:]
+					arr[i].dims = []uint{arr[i].dims[0] - 1}
+				}
+			}
+			return a, arr
+		}, want: []string{"/halo: has shape"}},
+		{name: "missing attribute", edit: func(a []h5Attr, arr []h5Array) ([]h5Attr, []h5Array) {
+			return slices.DeleteFunc(a, func(x h5Attr) bool { return x.name == "partition_id" }), arr
+		}, want: []string{"attribute partition_id: missing"}},
+		{name: "wrong format", edit: func(a []h5Attr, arr []h5Array) ([]h5Attr, []h5Array) {
+			a[0].val = partMetaFormat
+			return a, arr
+		}, want: []string{`attribute format: is "gnn-spmd-partition", expected "gnn-spmd-partition-part"`}},
+		{name: "global count", edit: func(a []h5Attr, arr []h5Array) ([]h5Attr, []h5Array) {
+			for i := range a {
+				if a[i].name == "global_test" {
+					a[i].val = int64(1)
+				}
+			}
+			return a, arr
+		}, want: []string{"attribute global_test: is 1, but meta.h5 has"}},
+	}
+	for _, c := range cases {
+		s := clone()
+		if c.shard != nil {
+			c.shard(s)
+		}
+		attrs, arrays := partContent(s, m)
+		if c.edit != nil {
+			attrs, arrays = c.edit(attrs, arrays)
+		}
+		if err := writeH5Atomic(path, attrs, arrays); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := ReadShard(dir, p, 3)
+		wantInputError(t, c.name, err, path, c.want...)
+	}
+	// The unmodified content reads back.
+	attrs, arrays := partContent(clone(), m)
+	if err := writeH5Atomic(path, attrs, arrays); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReadShard(dir, p, 3); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPartitionFileMetaMalformed: meta.h5 inconsistencies.
+func TestPartitionFileMetaMalformed(t *testing.T) {
+	ds := randomDataset(t, 30, 200, 1500, 2, 3, "a")
+	dir, _ := writeTestPartition(t, ds, "a", 3, MethodRandom, 4)
+	m, err := ReadPartitionMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "meta.h5")
+	cases := []struct {
+		name string
+		edit func(m *PartitionMeta)
+		want string
+	}{
+		{"parts range", func(m *PartitionMeta) { m.Parts[5] = 3; m.PartitionID = m.partitionID() }, "/parts: node 5 is in part 3"},
+		{"node count", func(m *PartitionMeta) { m.Stats.Parts[0].Nodes++ }, "/stats/nodes: part 0 has"},
+		{"edge sum", func(m *PartitionMeta) { m.Stats.Parts[1].Edges++ }, "/stats/edges: sums to"},
+		{"train sum", func(m *PartitionMeta) { m.Stats.Parts[1].TrainNodes-- }, "/stats/train_nodes: sums to"},
+		{"diagonal", func(m *PartitionMeta) { m.Stats.Parts[1].RecvRows[1] = 1 }, "/stats/recv_rows: [1, 1] is 1"},
+		{"comm", func(m *PartitionMeta) { m.Stats.CommRows++ }, "/stats/recv_rows: sums to"},
+		{"num parts", func(m *PartitionMeta) { m.NumParts = 0 }, "attribute num_parts: is 0, expected a value in [1,"},
+	}
+	for _, c := range cases {
+		mm := *m
+		mm.Parts = slices.Clone(m.Parts)
+		st := *m.Stats
+		st.Parts = slices.Clone(st.Parts)
+		for p := range st.Parts {
+			st.Parts[p].RecvRows = slices.Clone(st.Parts[p].RecvRows)
+		}
+		mm.Stats = &st
+		c.edit(&mm)
+		attrs, arrays := metaContent(&mm)
+		if err := writeH5Atomic(path, attrs, arrays); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReadPartitionMeta(dir)
+		wantInputError(t, c.name, err, path, c.want)
+	}
+}
