@@ -29,7 +29,9 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		if *asJSON {
-			return printJSON(stdout, meta)
+			m := *meta
+			m.Parts = nil // one entry per node: not a summary
+			return printJSON(stdout, m)
 		}
 		fmt.Fprintf(stdout, "partition %s: %d parts of dataset %s (fingerprint %016x), method %s, seed %d, split %q\n",
 			path, meta.NumParts, meta.DatasetName, meta.Fingerprint, meta.Method, meta.Seed, meta.Split)
