@@ -2,16 +2,18 @@ package comm
 
 import (
 	"fmt"
+	"math"
 	"time"
 	"unsafe"
 
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
-// Exchange moves halo rows between the ranks of one layer-wise SPMD job and
-// counts every byte it hands to the transport. Local rows [0, owned) belong
-// to this rank; rows [owned+recvStart[p], owned+recvStart[p+1]) are the halo
-// rows owned by rank p, in the order p lists them in its send list for us.
+// Exchange moves halo rows between the ranks of one layer-wise SPMD job,
+// optionally through a codec per layer and direction, and counts every byte
+// it hands to the transport. Local rows [0, owned) belong to this rank; rows
+// [owned+recvStart[p], owned+recvStart[p+1]) are the halo rows owned by rank
+// p, in the order p lists them in its send list for us.
 type Exchange struct {
 	comm      Comm
 	owned     int
@@ -20,14 +22,25 @@ type Exchange struct {
 	sendStart []int     // len Size()+1: offsets of the send lists, in rows
 	// stage holds the rows gathered for sending (forward) or received
 	// (backward), all peers in one allocation: MPI addresses the peers'
-	// slices by int offsets from one base.
-	stage []float32
-	sendB [][]byte // byte views handed to AllToAllV
-	recvB [][]byte
+	// slices by int offsets from one base. wireOut and wireIn hold encoded
+	// payloads the same way; check holds a sender's own decoded payload.
+	stage, check    []float32
+	wireOut, wireIn []byte
+	sendB, recvB    [][]byte // per-peer views handed to AllToAllV
+
+	fwd, bwd []Codec // per layer; nil = raw float32
+	epoch    int
+	seed     uint64
+
 	// Traffic holds the bytes this rank sent, per layer and peer, since the
-	// last Reset; Seconds is the time spent inside the transport.
-	Traffic Traffic
-	Seconds float64
+	// last Reset; Seconds is the time inside the transport and codecTime
+	// the time spent encoding and decoding.
+	Traffic   Traffic
+	Seconds   float64
+	codecTime float64
+	// ErrSq[l] and NormSq[l] sum ||x - decode(encode(x))||^2 and ||x||^2
+	// over the rows this rank sent in layer l's forward exchanges.
+	ErrSq, NormSq []float64
 }
 
 // Traffic counts bytes handed to the transport: Fwd[l][p] in layer l's
@@ -55,7 +68,9 @@ func NewExchange(c Comm, owned int, send [][]int32, recvStart []int, layers int)
 		return nil, fmt.Errorf("halo exchange: %d send lists and %d halo offsets for %d ranks", len(send), len(recvStart), q)
 	}
 	x := &Exchange{comm: c, owned: owned, send: send, recvStart: recvStart,
-		sendStart: make([]int, q+1), sendB: make([][]byte, q), recvB: make([][]byte, q)}
+		sendStart: make([]int, q+1), sendB: make([][]byte, q), recvB: make([][]byte, q),
+		fwd: make([]Codec, layers), bwd: make([]Codec, layers),
+		ErrSq: make([]float64, layers), NormSq: make([]float64, layers)}
 	for p, rows := range send {
 		x.sendStart[p+1] = x.sendStart[p] + len(rows)
 	}
@@ -67,6 +82,16 @@ func NewExchange(c Comm, owned int, send [][]int32, recvStart []int, layers int)
 	}
 	return x, nil
 }
+
+// SetCodecs chooses how layer l's exchanges are encoded from now on; nil
+// (or None) sends raw float32 rows.
+func (x *Exchange) SetCodecs(layer int, fwd, bwd Codec) {
+	x.fwd[layer], x.bwd[layer] = fwd, bwd
+}
+
+// SetEpoch keys the codecs' random draws to (seed, epoch), so that a run
+// reproduces bit for bit.
+func (x *Exchange) SetEpoch(seed uint64, epoch int) { x.seed, x.epoch = seed, epoch }
 
 // LayerBytes adds the bytes this rank sent since the last Reset, per layer
 // and summed over peers, into fwd and bwd (one entry per layer), and returns
@@ -81,13 +106,15 @@ func (x *Exchange) LayerBytes(fwd, bwd []int64) float64 {
 	return x.Seconds
 }
 
-// Reset zeroes the traffic counters and the transport time.
+// Reset zeroes the traffic, error and time counters.
 func (x *Exchange) Reset() {
 	for l := range x.Traffic.Fwd {
 		clear(x.Traffic.Fwd[l])
 		clear(x.Traffic.Bwd[l])
 	}
-	x.Seconds = 0
+	clear(x.ErrSq)
+	clear(x.NormSq)
+	x.Seconds, x.codecTime = 0, 0
 }
 
 // HaloRows is the number of halo rows this rank receives per layer.
@@ -100,42 +127,123 @@ func bytesOf(f []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
 }
 
+func growBytes(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
+
+func growFloats(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
 // peerStage returns peer p's part of the stage for rows of width f.
 func (x *Exchange) peerStage(p, f int) []float32 {
-	if n := x.sendStart[len(x.send)] * f; cap(x.stage) < n {
-		x.stage = make([]float32, n)
-	}
+	x.stage = growFloats(x.stage, x.sendStart[len(x.send)]*f)
 	return x.stage[x.sendStart[p]*f : x.sendStart[p+1]*f]
 }
 
+// wireViews cuts wire into one payload per peer, peer p carrying rows(p)
+// rows of width f, and returns the grown buffer.
+func wireViews(c Codec, wire []byte, views [][]byte, f int, rows func(p int) int) []byte {
+	total := 0
+	for p := range views {
+		total += c.WireSize(rows(p), f)
+	}
+	wire = growBytes(wire, total)
+	off := 0
+	for p := range views {
+		n := c.WireSize(rows(p), f)
+		views[p] = wire[off : off+n]
+		off += n
+	}
+	return wire
+}
+
+// active reports whether an exchange goes through a codec (nil = raw rows,
+// received in place without a copy).
+func active(c Codec) bool { return c != nil }
+
+func (x *Exchange) transport(dir string, layer int) error {
+	start := time.Now()
+	err := x.comm.AllToAllV(x.sendB, x.recvB)
+	x.Seconds += time.Since(start).Seconds()
+	if err != nil {
+		return fmt.Errorf("halo %s of layer %d: %w", dir, layer, err)
+	}
+	return nil
+}
+
 // Forward fills the halo rows of h (layer l's aggregated matrix) with the
-// owners' rows: each rank gathers the rows its peers need and receives its
-// own halo straight into h.
+// owners' rows: each rank gathers the rows its peers need and, uncompressed,
+// receives its halo straight into h.
 func (x *Exchange) Forward(layer int, h *kernels.Mat) error {
 	f := h.Cols
 	if h.Rows != x.owned+x.HaloRows() {
 		return fmt.Errorf("halo forward: matrix has %d rows, expected %d owned + %d halo", h.Rows, x.owned, x.HaloRows())
 	}
-	me := x.comm.Rank()
+	me, c := x.comm.Rank(), x.fwd[layer]
 	for p, rows := range x.send {
 		buf := x.peerStage(p, f)
 		for k, r := range rows {
 			copy(buf[k*f:(k+1)*f], h.Data[int(r)*f:int(r+1)*f])
 		}
-		x.sendB[p] = bytesOf(buf)
-		lo, hi := x.owned+x.recvStart[p], x.owned+x.recvStart[p+1]
-		x.recvB[p] = bytesOf(h.Data[lo*f : hi*f])
-		if p != me {
-			x.Traffic.Fwd[layer][p] += int64(len(x.sendB[p]))
+	}
+	recvRows := func(p int) int { return x.recvStart[p+1] - x.recvStart[p] }
+	if !active(c) {
+		for p := range x.send {
+			x.sendB[p] = bytesOf(x.peerStage(p, f))
+			lo, hi := x.owned+x.recvStart[p], x.owned+x.recvStart[p+1]
+			x.recvB[p] = bytesOf(h.Data[lo*f : hi*f])
 		}
+		x.count(x.Traffic.Fwd[layer], me)
+		return x.transport("forward", layer)
 	}
 	start := time.Now()
-	err := x.comm.AllToAllV(x.sendB, x.recvB)
-	x.Seconds += time.Since(start).Seconds()
-	if err != nil {
-		return fmt.Errorf("halo forward of layer %d: %w", layer, err)
+	x.wireOut = wireViews(c, x.wireOut, x.sendB, f, func(p int) int { return len(x.send[p]) })
+	x.wireIn = wireViews(c, x.wireIn, x.recvB, f, recvRows)
+	x.check = growFloats(x.check, x.sendStart[len(x.send)]*f)
+	for p, rows := range x.send {
+		src := x.peerStage(p, f)
+		c.Encode(x.sendB[p], src, len(rows), f, SeedFor(x.seed, x.epoch, layer, 0, me, p))
+		// The sender decodes its own payload to measure the error that
+		// compression adds (what the adaptive schedule and comp_error use).
+		dec := x.check[x.sendStart[p]*f : x.sendStart[p+1]*f]
+		c.Decode(dec, x.sendB[p], len(rows), f)
+		var e, n float64
+		for i, v := range src {
+			d := float64(v) - float64(dec[i])
+			e += d * d
+			n += float64(v) * float64(v)
+		}
+		x.ErrSq[layer] += e
+		x.NormSq[layer] += n
 	}
+	x.codecTime += time.Since(start).Seconds()
+	x.count(x.Traffic.Fwd[layer], me)
+	if err := x.transport("forward", layer); err != nil {
+		return err
+	}
+	start = time.Now()
+	for p := range x.send {
+		lo, hi := x.owned+x.recvStart[p], x.owned+x.recvStart[p+1]
+		c.Decode(h.Data[lo*f:hi*f], x.recvB[p], hi-lo, f)
+	}
+	x.codecTime += time.Since(start).Seconds()
 	return nil
+}
+
+// count adds the bytes about to be sent to every peer but this rank.
+func (x *Exchange) count(traffic []int64, me int) {
+	for p := range x.sendB {
+		if p != me {
+			traffic[p] += int64(len(x.sendB[p]))
+		}
+	}
 }
 
 // Backward returns the halo rows of dh to their owners, who add them into
@@ -146,23 +254,36 @@ func (x *Exchange) Backward(layer int, dh *kernels.Mat) error {
 	if dh.Rows != x.owned+x.HaloRows() {
 		return fmt.Errorf("halo backward: matrix has %d rows, expected %d owned + %d halo", dh.Rows, x.owned, x.HaloRows())
 	}
-	me := x.comm.Rank()
-	for p := range x.send {
+	me, c := x.comm.Rank(), x.bwd[layer]
+	halo := func(p int) []float32 {
 		lo, hi := x.owned+x.recvStart[p], x.owned+x.recvStart[p+1]
-		x.sendB[p] = bytesOf(dh.Data[lo*f : hi*f])
-		x.recvB[p] = bytesOf(x.peerStage(p, f))
-		if p != me {
-			x.Traffic.Bwd[layer][p] += int64(len(x.sendB[p]))
+		return dh.Data[lo*f : hi*f]
+	}
+	if !active(c) {
+		for p := range x.send {
+			x.sendB[p] = bytesOf(halo(p))
+			x.recvB[p] = bytesOf(x.peerStage(p, f))
 		}
+	} else {
+		start := time.Now()
+		x.wireOut = wireViews(c, x.wireOut, x.sendB, f, func(p int) int { return x.recvStart[p+1] - x.recvStart[p] })
+		x.wireIn = wireViews(c, x.wireIn, x.recvB, f, func(p int) int { return len(x.send[p]) })
+		for p := range x.send {
+			rows := x.recvStart[p+1] - x.recvStart[p]
+			c.Encode(x.sendB[p], halo(p), rows, f, SeedFor(x.seed, x.epoch, layer, 1, me, p))
+		}
+		x.codecTime += time.Since(start).Seconds()
+	}
+	x.count(x.Traffic.Bwd[layer], me)
+	if err := x.transport("backward", layer); err != nil {
+		return err
 	}
 	start := time.Now()
-	err := x.comm.AllToAllV(x.sendB, x.recvB)
-	x.Seconds += time.Since(start).Seconds()
-	if err != nil {
-		return fmt.Errorf("halo backward of layer %d: %w", layer, err)
-	}
 	for p, rows := range x.send {
 		buf := x.peerStage(p, f)
+		if active(c) {
+			c.Decode(buf, x.recvB[p], len(rows), f)
+		}
 		for k, r := range rows {
 			dst := dh.Data[int(r)*f : int(r+1)*f]
 			for j, v := range buf[k*f : (k+1)*f] {
@@ -170,5 +291,28 @@ func (x *Exchange) Backward(layer int, dh *kernels.Mat) error {
 			}
 		}
 	}
+	if active(c) {
+		x.codecTime += time.Since(start).Seconds()
+	}
 	return nil
 }
+
+// CompError returns sqrt(errSq/normSq), the relative error of compressed
+// payloads (0 when nothing was sent).
+func CompError(errSq, normSq float64) float64 {
+	if normSq == 0 {
+		return 0
+	}
+	return math.Sqrt(errSq / normSq)
+}
+
+// CompErrors adds ErrSq and NormSq, per layer, into errSq and normSq.
+func (x *Exchange) CompErrors(errSq, normSq []float64) {
+	for l := range x.ErrSq {
+		errSq[l] += x.ErrSq[l]
+		normSq[l] += x.NormSq[l]
+	}
+}
+
+// CodecSeconds is the time spent encoding and decoding since Reset.
+func (x *Exchange) CodecSeconds() float64 { return x.codecTime }

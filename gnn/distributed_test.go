@@ -172,22 +172,25 @@ func TestDistributedEqualsSingle(t *testing.T) {
 						// Bytes: every halo row crosses once per layer each way, at the
 						// width of the matrix the layer aggregates (the narrower side);
 						// the first layer sends no gradient when it aggregates its input.
-						// With dropout, the dropout-free evaluation pass adds a second
-						// forward exchange.
+						// With dropout, the dropout-free evaluation pass adds a forward
+						// exchange, counted apart.
 						rows := haloRows(t, ds, split, parts, q)
-						passes := int64(1)
-						if mc.Dropout > 0 {
-							passes = 2
-						}
 						dims := mc.Dims()
 						for l := 0; l < mc.Layers; l++ {
 							w := int64(min(dims[l], dims[l+1]))
-							wantFwd, wantBwd := passes*rows*w*4, rows*w*4
+							wantFwd, wantBwd := rows*w*4, rows*w*4
 							if l == 0 && dims[1] >= dims[0] {
 								wantBwd = 0
 							}
 							if last.BytesFwd[l] != wantFwd || last.BytesBwd[l] != wantBwd {
 								t.Errorf("layer %d: counted %d/%d bytes fwd/bwd, analytic %d/%d", l, last.BytesFwd[l], last.BytesBwd[l], wantFwd, wantBwd)
+							}
+							wantEval := int64(0)
+							if mc.Dropout > 0 {
+								wantEval = wantFwd
+							}
+							if last.BytesEval[l] != wantEval {
+								t.Errorf("layer %d: counted %d evaluation bytes, analytic %d", l, last.BytesEval[l], wantEval)
 							}
 						}
 					})

@@ -305,3 +305,17 @@ func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
 	}
 	return nil
 }
+
+// ExchangeWidths returns, per layer, the width of the rows its halo exchange
+// carries: the input width when it aggregates first, the output width when it
+// projects first.
+func (m *Model) ExchangeWidths() []int {
+	w := make([]int, len(m.layers))
+	for l, ly := range m.layers {
+		w[l] = ly.in
+		if ly.projectFirst {
+			w[l] = ly.out
+		}
+	}
+	return w
+}

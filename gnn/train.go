@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/gnn-spmd/gnn-spmd/comm"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
@@ -44,10 +45,21 @@ type EpochStats struct {
 	Seconds                   float64
 	// Halo bytes handed to the transport, summed over ranks, per layer.
 	BytesFwd, BytesBwd []int64
+	// BytesEval counts the evaluation pass's forward exchanges, kept apart
+	// so that budgets compare training traffic.
+	BytesEval []int64
 	// CommSeconds is this rank's time inside the transport (halo exchanges
-	// and all-reduces), HaloSeconds the halo exchanges' part of it; the
-	// rest of Seconds is computation.
-	CommSeconds, HaloSeconds float64
+	// and all-reduces), HaloSeconds the halo exchanges' part of it,
+	// CodecSeconds its time encoding and decoding; the rest of Seconds is
+	// computation.
+	CommSeconds, HaloSeconds, CodecSeconds float64
+	// Ratio is the compression rate of this epoch (1 = raw); Bits the bits
+	// per value (quant) or columns kept (trunc) per layer, 32 when raw;
+	// CompError the relative error ||x - x^|| / ||x|| of the forward
+	// training payloads per layer, over all ranks.
+	Ratio     float64
+	Bits      []int
+	CompError []float64
 }
 
 // TotalBytes returns the epoch's forward and backward halo bytes.
@@ -77,19 +89,32 @@ type Trainer struct {
 	Config TrainConfig
 	Halo   Halo
 	Reduce Reducer
-	step   int
-	// scal holds the loss, the correct counts and the per-layer bytes,
-	// reduced in one call.
+	// Compress, when set, encodes the halo exchanges of training passes
+	// (and of evaluation passes with EvalCompressed) at its schedule's rate.
+	Compress *Compression
+	step     int
+	// scal holds everything reduced over ranks once per epoch: loss,
+	// correct counts, then per layer the training bytes (forward,
+	// backward), the evaluation bytes, and the compression error sums.
 	scal []float64
 }
 
-// Indices into Trainer.scal; per-layer bytes follow scalBytes.
+// Indices into Trainer.scal; per-layer blocks of Layers entries follow.
 const (
 	scalLoss = iota
 	scalTrain
 	scalValid
 	scalTest
-	scalBytes
+	scalLayers // start of the per-layer blocks, in the order below
+)
+
+const (
+	blockFwd = iota
+	blockBwd
+	blockEval
+	blockErrSq
+	blockNormSq
+	numBlocks
 )
 
 // NewTrainer checks cfg and ties a model to its communication.
@@ -100,46 +125,103 @@ func NewTrainer(m *Model, cfg TrainConfig, halo Halo, reduce Reducer) (*Trainer,
 	if m.local.GlobalTrain == 0 {
 		return nil, fmt.Errorf("the split has no training nodes")
 	}
-	return &Trainer{Model: m, Config: cfg, Halo: halo, Reduce: reduce, scal: make([]float64, scalBytes+2*m.Config.Layers)}, nil
+	return &Trainer{Model: m, Config: cfg, Halo: halo, Reduce: reduce,
+		scal: make([]float64, scalLayers+numBlocks*m.Config.Layers)}, nil
+}
+
+// block returns layer-indexed block b of scal.
+func (t *Trainer) block(b int) []float64 {
+	n := t.Model.Config.Layers
+	return t.scal[scalLayers+b*n : scalLayers+(b+1)*n]
+}
+
+// setCodecs switches every layer's exchange to the given codecs (nil: raw).
+func (t *Trainer) setCodecs(fwd, bwd []comm.Codec) {
+	cx, ok := t.Halo.(Compressible)
+	if !ok {
+		return
+	}
+	for l := 0; l < t.Model.Config.Layers; l++ {
+		var f, b comm.Codec
+		if fwd != nil {
+			f, b = fwd[l], bwd[l]
+		}
+		cx.SetCodecs(l, f, b)
+	}
 }
 
 // Epoch runs one forward, backward and optimizer step, and measures loss and
-// accuracies (with an extra dropout-free forward when dropout is on).
+// accuracies. The accuracies come from the training forward pass, or from an
+// extra evaluation pass when that one differs (dropout, or compression with
+// full-precision evaluation). Evaluation traffic is counted apart from the
+// training traffic that a communication budget is about.
 func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 	start := time.Now()
 	m, loc, dev := t.Model, t.Model.local, t.Model.dev
+	layers := m.Config.Layers
 	clear(t.scal)
+	st := EpochStats{Epoch: epoch, Ratio: 1, Bits: make([]int, layers)}
+	for l := range st.Bits {
+		st.Bits[l] = 32
+	}
+	var fwdCodecs, bwdCodecs []comm.Codec
+	if c := t.Compress; c != nil {
+		st.Ratio = c.Schedule.Rate(epoch)
+		var err error
+		if fwdCodecs, bwdCodecs, st.Bits, err = c.codecs(st.Ratio, m.ExchangeWidths()); err != nil {
+			return EpochStats{}, err
+		}
+		if cx, ok := t.Halo.(Compressible); ok {
+			cx.SetEpoch(c.Seed, epoch)
+		}
+	}
 	meter, metered := t.Halo.(Metered)
 	if metered {
 		meter.Reset()
 	}
-	if m.Config.Dropout > 0 {
+	separateEval := m.Config.Dropout > 0 || (fwdCodecs != nil && !t.Compress.EvalCompressed)
+	if separateEval {
+		if t.Compress != nil && t.Compress.EvalCompressed {
+			t.setCodecs(fwdCodecs, bwdCodecs)
+		} else {
+			t.setCodecs(nil, nil)
+		}
 		logits, err := m.Forward(t.Halo, false, epoch)
 		if err != nil {
 			return EpochStats{}, err
 		}
 		t.count(logits)
+		if metered {
+			evalBytes, unused := make([]int64, layers), make([]int64, layers)
+			st.HaloSeconds += meter.LayerBytes(evalBytes, unused)
+			for l, b := range evalBytes {
+				t.block(blockEval)[l] = float64(b)
+			}
+			meter.Reset()
+		}
 	}
+	t.setCodecs(fwdCodecs, bwdCodecs)
 	logits, err := m.Forward(t.Halo, true, epoch)
 	if err != nil {
 		return EpochStats{}, err
 	}
-	if m.Config.Dropout == 0 {
+	if !separateEval {
 		t.count(logits)
 	}
 	t.scal[scalLoss] = dev.SoftmaxCrossEntropy(logits, loc.Labels, loc.Train, float32(1/float64(loc.GlobalTrain)), m.dlogits)
 	if err := m.Backward(t.Halo, m.dlogits); err != nil {
 		return EpochStats{}, err
 	}
-	layers := m.Config.Layers
 	fwd, bwd := make([]int64, layers), make([]int64, layers)
-	haloSec := 0.0
 	if metered {
-		haloSec = meter.LayerBytes(fwd, bwd)
+		st.HaloSeconds += meter.LayerBytes(fwd, bwd)
 		for l := 0; l < layers; l++ {
-			t.scal[scalBytes+l] = float64(fwd[l])
-			t.scal[scalBytes+layers+l] = float64(bwd[l])
+			t.block(blockFwd)[l], t.block(blockBwd)[l] = float64(fwd[l]), float64(bwd[l])
 		}
+	}
+	if cx, ok := t.Halo.(Compressible); ok {
+		cx.CompErrors(t.block(blockErrSq), t.block(blockNormSq))
+		st.CodecSeconds = cx.CodecSeconds()
 	}
 	reduceStart := time.Now()
 	for _, p := range m.Params {
@@ -150,10 +232,14 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 	if err := t.Reduce.AllReduceFloat64(t.scal); err != nil {
 		return EpochStats{}, fmt.Errorf("metrics all-reduce: %w", err)
 	}
-	commSec := haloSec + time.Since(reduceStart).Seconds()
+	st.CommSeconds = st.HaloSeconds + time.Since(reduceStart).Seconds()
+	// Byte counts stay exact in float64 up to 2^53.
+	st.BytesFwd, st.BytesBwd, st.BytesEval = fwd, bwd, make([]int64, layers)
+	st.CompError = make([]float64, layers)
 	for l := 0; l < layers; l++ {
-		// Byte counts stay exact in float64 up to 2^53.
-		fwd[l], bwd[l] = int64(t.scal[scalBytes+l]), int64(t.scal[scalBytes+layers+l])
+		fwd[l], bwd[l] = int64(t.block(blockFwd)[l]), int64(t.block(blockBwd)[l])
+		st.BytesEval[l] = int64(t.block(blockEval)[l])
+		st.CompError[l] = comm.CompError(t.block(blockErrSq)[l], t.block(blockNormSq)[l])
 	}
 	t.step++
 	c := t.Config
@@ -164,22 +250,15 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 		}
 		dev.Adam(p.W, p.G, p.M, p.V, t.step, c.LR, c.Beta1, c.Beta2, c.Eps, wd)
 	}
-	loss := t.scal[scalLoss] / float64(loc.GlobalTrain)
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return EpochStats{}, fmt.Errorf("epoch %d: loss is %v; lower --lr or check the input features", epoch, loss)
+	st.Loss = t.scal[scalLoss] / float64(loc.GlobalTrain)
+	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
+		return EpochStats{}, fmt.Errorf("epoch %d: loss is %v; lower --lr or check the input features", epoch, st.Loss)
 	}
-	return EpochStats{
-		Epoch:       epoch,
-		Loss:        loss,
-		TrainAcc:    t.scal[scalTrain] / float64(loc.GlobalTrain),
-		ValAcc:      t.scal[scalValid] / float64(loc.GlobalValid),
-		TestAcc:     t.scal[scalTest] / float64(loc.GlobalTest),
-		Seconds:     time.Since(start).Seconds(),
-		BytesFwd:    fwd,
-		BytesBwd:    bwd,
-		CommSeconds: commSec,
-		HaloSeconds: haloSec,
-	}, nil
+	st.TrainAcc = t.scal[scalTrain] / float64(loc.GlobalTrain)
+	st.ValAcc = t.scal[scalValid] / float64(loc.GlobalValid)
+	st.TestAcc = t.scal[scalTest] / float64(loc.GlobalTest)
+	st.Seconds = time.Since(start).Seconds()
+	return st, nil
 }
 
 func (t *Trainer) count(logits *kernels.Mat) {

@@ -85,6 +85,10 @@ func (f *trainFlags) newRankJob(c comm.Comm, local *gnn.Local, sh *data.Shard, t
 		dev.Close()
 		return nil, usagef("train: %v", err)
 	}
+	if job.trainer.Compress, err = f.compression(); err != nil {
+		dev.Close()
+		return nil, usagef("train: %v", err)
+	}
 	return job, nil
 }
 

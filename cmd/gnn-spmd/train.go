@@ -23,6 +23,11 @@ type trainFlags struct {
 	cpuProfile                  string
 	partition, parts, commKind  string
 	build                       *data.BuildOptions
+	// VARCO compression
+	codec, codecBwd, schedule string
+	ratio, ratioMax, ratioMin float64
+	slope                     float64
+	evalCompressed            bool
 }
 
 func runTrain(args []string, stdout, stderr io.Writer) error {
@@ -49,6 +54,14 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.parts, "parts", "", "directory written by gnn-spmd partition: each rank loads only its own part")
 	fs.BoolVar(&f.noComm, "no-comm", false, "baseline without communication: drop the edges that cross parts")
 	fs.StringVar(&f.commKind, "comm", "auto", "transport: auto (mpi under mpirun/mpiexec, else local), mpi or local")
+	fs.StringVar(&f.codec, "codec", "none", "halo compression of activations: none, trunc (leading columns, the VARCO authors') or quant (stochastic b-bit)")
+	fs.StringVar(&f.codecBwd, "codec-bwd", "", "halo compression of the returned gradients (default: the same as --codec)")
+	fs.StringVar(&f.schedule, "schedule", "fixed", "compression rate over epochs: fixed (--ratio) or varco (--ratio-max down to --ratio-min)")
+	fs.Float64Var(&f.ratio, "ratio", 1, "fixed compression rate r >= 1")
+	fs.Float64Var(&f.ratioMax, "ratio-max", 128, "varco: starting rate")
+	fs.Float64Var(&f.ratioMin, "ratio-min", 1.5, "varco: final rate")
+	fs.Float64Var(&f.slope, "slope", 5, "varco: slope s of r(t) = max(rmax - s*t*(rmax-rmin)/(T-2), rmin)")
+	fs.BoolVar(&f.evalCompressed, "eval-compressed", false, "evaluate under the current rate (as the VARCO authors did) instead of at full precision")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")
 	f.build = buildFlags(fs.FlagSet)
 	if err := fs.parse(args); err != nil {
@@ -80,7 +93,34 @@ func (f *trainFlags) check() error {
 	case f.parts != "" && f.normalize:
 		return usagef("train: --normalize-features applies when loading --data, not to a --parts directory")
 	}
+	if f.codecBwd == "" {
+		f.codecBwd = f.codec
+	}
+	if _, err := f.compression(); err != nil {
+		return usagef("train: %v", err)
+	}
 	return nil
+}
+
+// compression returns the halo compression policy, nil for none.
+func (f *trainFlags) compression() (*gnn.Compression, error) {
+	var sched gnn.Schedule
+	switch f.schedule {
+	case "fixed":
+		sched = gnn.Fixed{R: f.ratio}
+	case "varco":
+		sched = gnn.Varco{RMax: f.ratioMax, RMin: f.ratioMin, Slope: f.slope, Epochs: f.epochs}
+	default:
+		return nil, fmt.Errorf("schedule: got %q, expected fixed or varco", f.schedule)
+	}
+	c := &gnn.Compression{Fwd: f.codec, Bwd: f.codecBwd, Schedule: sched, EvalCompressed: f.evalCompressed, Seed: f.seed}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Fwd == "none" && c.Bwd == "none" {
+		return nil, nil
+	}
+	return c, nil
 }
 
 // underMPI reports whether a launcher (Open MPI's mpirun or a PMI one such
@@ -183,27 +223,36 @@ func (r *reporter) epoch(s gnn.EpochStats) error {
 	if !r.quiet {
 		line := fmt.Sprintf("epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  %.3fs", s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds)
 		if r.ranks > 1 {
+			if s.Ratio != 1 {
+				line += fmt.Sprintf("  rate %.3g", s.Ratio)
+			}
 			line += fmt.Sprintf("  comm %.3fs  sent fwd %s bwd %s", s.CommSeconds, humanBytes(fwd), humanBytes(bwd))
 		}
 		fmt.Fprintln(r.out, line)
 	}
 	return r.write(struct {
-		Epoch          int     `json:"epoch"`
-		Loss           float64 `json:"loss"`
-		TrainAcc       float64 `json:"train_acc"`
-		ValAcc         float64 `json:"val_acc"`
-		TestAcc        float64 `json:"test_acc"`
-		EpochSeconds   float64 `json:"epoch_seconds"`
-		CommSeconds    float64 `json:"comm_seconds"`
-		HaloSeconds    float64 `json:"halo_seconds"`
-		ComputeSeconds float64 `json:"compute_seconds"`
-		BytesFwd       int64   `json:"bytes_fwd"`
-		BytesBwd       int64   `json:"bytes_bwd"`
-		BytesCum       int64   `json:"bytes_cum"`
-		BytesFwdLayer  []int64 `json:"bytes_fwd_layer"`
-		BytesBwdLayer  []int64 `json:"bytes_bwd_layer"`
-	}{s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds, s.CommSeconds, s.HaloSeconds, s.Seconds - s.CommSeconds,
-		fwd, bwd, r.bytesCum, s.BytesFwd, s.BytesBwd})
+		Epoch          int       `json:"epoch"`
+		Loss           float64   `json:"loss"`
+		TrainAcc       float64   `json:"train_acc"`
+		ValAcc         float64   `json:"val_acc"`
+		TestAcc        float64   `json:"test_acc"`
+		EpochSeconds   float64   `json:"epoch_seconds"`
+		CommSeconds    float64   `json:"comm_seconds"`
+		HaloSeconds    float64   `json:"halo_seconds"`
+		CodecSeconds   float64   `json:"compress_seconds"`
+		ComputeSeconds float64   `json:"compute_seconds"`
+		BytesFwd       int64     `json:"bytes_fwd"`
+		BytesBwd       int64     `json:"bytes_bwd"`
+		BytesCum       int64     `json:"bytes_cum"`
+		BytesFwdLayer  []int64   `json:"bytes_fwd_layer"`
+		BytesBwdLayer  []int64   `json:"bytes_bwd_layer"`
+		BytesEval      []int64   `json:"bytes_eval_layer"`
+		Ratio          float64   `json:"ratio"`
+		Bits           []int     `json:"bits"`
+		CompError      []float64 `json:"comp_error"`
+	}{s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds, s.CommSeconds, s.HaloSeconds, s.CodecSeconds,
+		s.Seconds - s.CommSeconds - s.CodecSeconds, fwd, bwd, r.bytesCum, s.BytesFwd, s.BytesBwd, s.BytesEval,
+		s.Ratio, s.Bits, s.CompError})
 }
 
 func (r *reporter) summary(s gnn.Summary) error {
