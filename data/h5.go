@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -69,28 +68,36 @@ func WriteH5(path string, ds *Dataset) error {
 	if err := ds.Validate(path); err != nil {
 		return err
 	}
-	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
-	// Creating the file from Go first gives a readable error for a missing
-	// directory or a permission problem; HDF5's own error is just a code.
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	g := ds.Graph
+	attrs := []h5Attr{
+		{"format", h5Format},
+		{"version", int32(h5Version)},
+		{"name", ds.Name},
+		{"num_nodes", int64(g.N)},
+		{"num_edges", g.NumEdges()},
+		{"num_features", int32(ds.NumFeatures)},
+		{"num_classes", int32(ds.NumClasses)},
 	}
-	f.Close()
-	err = withHDF5(func() error { return writeH5File(tmp, ds) })
-	if err == nil {
-		err = syncPath(tmp)
+	arrays := []h5Array{vec("/graph/indptr", g.Indptr), vec("/graph/indices", g.Indices)}
+	if ds.NumFeatures > 0 {
+		arrays = append(arrays, h5Array{"/node/features", ds.Features, []uint{uint(g.N), uint(ds.NumFeatures)}})
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
+	arrays = append(arrays, vec("/node/labels", ds.Labels), h5Array{path: "/splits"})
+	for _, name := range ds.SplitNames() {
+		s := ds.Splits[name]
+		for _, part := range []struct {
+			name string
+			ids  []int32
+		}{{"train", s.Train}, {"valid", s.Valid}, {"test", s.Test}} {
+			ids := part.ids
+			if !slices.IsSorted(ids) { // the format promises sorted ids
+				ids = slices.Clone(ids)
+				slices.Sort(ids)
+			}
+			arrays = append(arrays, vec("/splits/"+name+"/"+part.name, ids))
+		}
 	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	// Make the rename itself durable; a failure here leaves a complete file.
-	syncPath(filepath.Dir(path))
-	return nil
+	return writeH5Atomic(path, attrs, arrays)
 }
 
 // syncPath fsyncs a file or directory (after HDF5 has closed it).
@@ -115,110 +122,6 @@ func (c *h5Closer) close(what string, fn func() error) {
 	if err := fn(); err != nil && c.err == nil {
 		c.err = fmt.Errorf("close %s: %w", what, err)
 	}
-}
-
-func writeH5File(name string, ds *Dataset) (err error) {
-	f, err := hdf5.CreateFile(name, hdf5.F_ACC_TRUNC)
-	if err != nil {
-		return fmt.Errorf("create HDF5 file: %w", err)
-	}
-	var c h5Closer
-	defer func() {
-		c.close("HDF5 file", f.Close)
-		if err == nil {
-			err = c.err
-		}
-	}()
-	root, err := f.OpenGroup("/")
-	if err != nil {
-		return fmt.Errorf("open root group: %w", err)
-	}
-	defer c.close("/", root.Close)
-
-	g := ds.Graph
-	attrs := []struct {
-		name string
-		val  any
-	}{
-		{"format", h5Format},
-		{"version", int32(h5Version)},
-		{"name", ds.Name},
-		{"num_nodes", int64(g.N)},
-		{"num_edges", g.NumEdges()},
-		{"num_features", int32(ds.NumFeatures)},
-		{"num_classes", int32(ds.NumClasses)},
-	}
-	for _, a := range attrs {
-		if err := writeAttr(root, a.name, a.val); err != nil {
-			return fmt.Errorf("attribute %s: %w", a.name, err)
-		}
-	}
-
-	graph, err := f.CreateGroup("graph")
-	if err != nil {
-		return fmt.Errorf("create /graph: %w", err)
-	}
-	defer c.close("/graph", graph.Close)
-	if err := writeArray(graph, "indptr", h5Int64, g.Indptr, []uint{uint(g.N + 1)}); err != nil {
-		return fmt.Errorf("/graph/indptr: %w", err)
-	}
-	if err := writeArray(graph, "indices", h5Int32, g.Indices, []uint{uint(len(g.Indices))}); err != nil {
-		return fmt.Errorf("/graph/indices: %w", err)
-	}
-
-	node, err := f.CreateGroup("node")
-	if err != nil {
-		return fmt.Errorf("create /node: %w", err)
-	}
-	defer c.close("/node", node.Close)
-	if ds.NumFeatures > 0 {
-		if err := writeArray(node, "features", h5Float32, ds.Features, []uint{uint(g.N), uint(ds.NumFeatures)}); err != nil {
-			return fmt.Errorf("/node/features: %w", err)
-		}
-	}
-	if err := writeArray(node, "labels", h5Int32, ds.Labels, []uint{uint(g.N)}); err != nil {
-		return fmt.Errorf("/node/labels: %w", err)
-	}
-
-	splits, err := f.CreateGroup("splits")
-	if err != nil {
-		return fmt.Errorf("create /splits: %w", err)
-	}
-	defer c.close("/splits", splits.Close)
-	for _, name := range ds.SplitNames() {
-		if err := writeSplit(splits, name, ds.Splits[name]); err != nil {
-			return fmt.Errorf("/splits/%s: %w", name, err)
-		}
-	}
-	return nil
-}
-
-func writeSplit(parent *hdf5.Group, name string, s *Split) (err error) {
-	g, err := parent.CreateGroup(name)
-	if err != nil {
-		return err
-	}
-	var c h5Closer
-	defer func() {
-		c.close("group", g.Close)
-		if err == nil {
-			err = c.err
-		}
-	}()
-	for _, part := range []struct {
-		name string
-		ids  []int32
-	}{{"train", s.Train}, {"valid", s.Valid}, {"test", s.Test}} {
-		ids := part.ids
-		if !slices.IsSorted(ids) { // the format promises sorted ids
-			ids = slices.Clone(ids)
-			slices.Sort(ids)
-		}
-		if err := writeArray(g, part.name, h5Int32, ids, []uint{uint(len(ids))}); err != nil {
-			return fmt.Errorf("%s: %w", part.name, err)
-		}
-	}
-	return nil
 }
 
 // writeAttr writes a scalar attribute: a variable-length string (what h5py

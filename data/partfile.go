@@ -154,7 +154,8 @@ type h5Attr struct {
 	val  any
 }
 
-// h5Array is a dataset: data is []int32, []int64 or []float32.
+// h5Array is a dataset: data is []int32, []int64 or []float32; nil data
+// stands for an (empty) group at path.
 type h5Array struct {
 	path string // absolute, e.g. "/graph/indptr"
 	data any
@@ -192,16 +193,43 @@ func writeH5Content(name string, attrs []h5Attr, arrays []h5Array) (err error) {
 		}
 	}
 	groups := map[string]*hdf5.Group{"/": root}
-	for _, a := range arrays {
-		dir, base := filepath.Dir(a.path), filepath.Base(a.path)
-		g := groups[dir]
-		if g == nil { // one level of groups is all the layouts use
-			if g, err = f.CreateGroup(dir); err != nil {
-				return fmt.Errorf("create %s: %w", dir, err)
-			}
-			defer c.close(dir, g.Close)
-			groups[dir] = g
+	var opened []string // created groups, closed children first
+	defer func() {
+		for i := len(opened) - 1; i >= 0; i-- {
+			c.close(opened[i], groups[opened[i]].Close)
 		}
+	}()
+	// group returns the group at an absolute path, creating it and its
+	// parents as needed.
+	var group func(path string) (*hdf5.Group, error)
+	group = func(path string) (*hdf5.Group, error) {
+		if g := groups[path]; g != nil {
+			return g, nil
+		}
+		parent, err := group(filepath.Dir(path))
+		if err != nil {
+			return nil, err
+		}
+		g, err := parent.CreateGroup(filepath.Base(path))
+		if err != nil {
+			return nil, fmt.Errorf("create %s: %w", path, err)
+		}
+		groups[path] = g
+		opened = append(opened, path)
+		return g, nil
+	}
+	for _, a := range arrays {
+		if a.data == nil { // an empty group
+			if _, err := group(a.path); err != nil {
+				return err
+			}
+			continue
+		}
+		g, err := group(filepath.Dir(a.path))
+		if err != nil {
+			return err
+		}
+		base := filepath.Base(a.path)
 		switch d := a.data.(type) {
 		case []int32:
 			err = writeArray(g, base, h5Int32, d, a.dims)
