@@ -89,10 +89,7 @@ func SeedFor(seed uint64, epoch, layer, dir, sender, receiver int) uint64 {
 
 // littleEndian reports whether float32 memory is already in wire order, in
 // which case raw payloads are plain copies.
-var littleEndian = func() bool {
-	x := uint16(1)
-	return *(*byte)(unsafe.Pointer(&x)) == 1
-}()
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // f32Bytes views f as bytes (host order).
 func f32Bytes(f []float32) []byte {
@@ -123,8 +120,8 @@ func getF32s(dst []float32, src []byte) {
 }
 
 // checkShape panics unless the buffers match rows x cols and the payload
-// size exactly. c is boxed only on the panic path: boxing a codec value
-// allocates, and Encode and Decode must not.
+// size exactly. It is generic so that the check does not box the codec
+// value (boxing allocates, and Encode and Decode must not).
 func checkShape[C Codec](c C, op string, nvals, nbytes, rows, cols int) {
 	if rows >= 0 && cols >= 0 && nvals == rows*cols && nbytes == c.WireSize(rows, cols) {
 		return
@@ -274,8 +271,10 @@ func CodecForRate(kind string, r float64) (Codec, error) {
 // fused multiply-add: every product is rounded before it is added):
 //
 //	n     = 2^b - 1
-//	lo,hi = min, max of the row over its non-NaN values (0, 0 if none,
-//	        which includes cols = 0: the header is still sent)
+//	lo,hi = min, max of the row over its non-NaN values, plus 0 (which turns
+//	        -0 into +0, so that lo does not depend on the reduction order);
+//	        0, 0 if there are none, which includes cols = 0 (the header is
+//	        still sent)
 //	scale = (hi - lo) / n
 //	if scale is +Inf or NaN (hi - lo overflows, or infinite values):
 //	    scale = MaxFloat32 / n
@@ -317,6 +316,9 @@ func rowParams(row []float32, n float32) (lo, scale, inv float32) {
 	if lo > hi { // only NaN
 		return 0, 0, 0
 	}
+	// -0 + 0 = +0: which zero a reduction finds first depends on its
+	// order, the header must not.
+	lo, hi = lo+0, hi+0
 	scale = (hi - lo) / n
 	if !(scale <= math.MaxFloat32) {
 		scale = math.MaxFloat32 / n

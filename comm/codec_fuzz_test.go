@@ -82,8 +82,9 @@ func FuzzDecode(f *testing.F) {
 }
 
 // FuzzCodecRoundTrip encodes arbitrary float32 bits (NaN, Inf, subnormals
-// included): no panic, exact payload length, same bytes for the same seed,
-// and for rows without infinities every quant value inside [min, max].
+// included): no panic, exact payload length, same bytes for the same seed
+// and as the plain reference transcriptions, and for rows without
+// infinities every quant value inside [min, max].
 func FuzzCodecRoundTrip(f *testing.F) {
 	f.Add([]byte{}, uint8(1), uint8(2), uint8(3), uint64(0))
 	f.Add([]byte{0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0, 1, 0, 0, 0}, uint8(1), uint8(2), uint8(0), uint64(1))
@@ -111,9 +112,37 @@ func FuzzCodecRoundTrip(f *testing.F) {
 		if string(p2) != string(p[:ws]) {
 			t.Fatalf("%s: same seed, other bytes", c.Name())
 		}
+		switch c := c.(type) {
+		case quant:
+			if want := refQuant(x, r, k, int(c.b), seed); string(want) != string(p2) {
+				t.Fatalf("%s: payload %x, reference %x", c.Name(), p2, want)
+			}
+		case bf16:
+			if want := refBF16(x, k, seed); string(want) != string(p2) {
+				t.Fatalf("%s: payload %x, reference %x", c.Name(), p2, want)
+			}
+		}
 		y := make([]float32, r*k)
 		c.Decode(y, p[:ws], r, k)
-		if _, ok := c.(quant); !ok {
+		keep := k // raw codecs: all columns bit-exact
+		switch c := c.(type) {
+		case trunc:
+			keep = c.keep(k)
+		case bf16:
+			return
+		case quant:
+			keep = -1
+		}
+		for i := range r * k {
+			want := math.Float32bits(x[i])
+			if i%k >= keep {
+				want = 0
+			}
+			if keep >= 0 && math.Float32bits(y[i]) != want {
+				t.Fatalf("%s: %v decoded to %v", c.Name(), x[i], y[i])
+			}
+		}
+		if keep >= 0 {
 			return
 		}
 		for i := range r {

@@ -230,17 +230,17 @@ func refQuant(x []float32, rows, cols, b int, seed uint64) []byte {
 		if lo > hi {
 			lo, hi = 0, 0
 		}
+		lo, hi = lo+0, hi+0
 		scale := (hi - lo) / n
 		if math.IsInf(float64(scale), 0) || math.IsNaN(float64(scale)) {
-			scale = math.MaxFloat32
-		} else {
-			for {
-				p := n * scale
-				if lo+p <= hi {
-					break
-				}
-				scale = math.Nextafter32(scale, 0)
+			scale = math.MaxFloat32 / n
+		}
+		for {
+			p := n * scale
+			if !(lo+p > hi) { // as specified: NaN (from infinite lo) stops too
+				break
 			}
+			scale = math.Nextafter32(scale, 0)
 		}
 		inv := 1 / scale
 		if math.IsInf(float64(inv), 1) {
@@ -587,7 +587,7 @@ func TestCodecBF16(t *testing.T) {
 	}
 	for seed := range uint64(50) {
 		p, y := roundTrip(t, c, x, 1, len(x), seed)
-		if want := refBF16(x, seed); !bytes.Equal(p, want) {
+		if want := refBF16(x, len(x), seed); !bytes.Equal(p, want) {
 			t.Fatalf("seed %d: payload differs from the reference", seed)
 		}
 		for j, v := range x {
@@ -621,12 +621,13 @@ func TestCodecBF16(t *testing.T) {
 	}
 }
 
-// refBF16 transcribes the bf16 format for one row.
-func refBF16(x []float32, seed uint64) []byte {
+// refBF16 transcribes the bf16 format.
+func refBF16(x []float32, cols int, seed uint64) []byte {
 	out := make([]byte, 2*len(x))
 	h := mix64(seed)
-	for j, v := range x {
-		z := mix64(h ^ uint64(j/4))
+	for e, v := range x {
+		i, j := e/cols, e%cols
+		z := mix64(h ^ (uint64(i)<<32 | uint64(j/4)))
 		r := uint32(z>>(16*(j%4))) & 0xffff
 		w := math.Float32bits(v)
 		var o uint32
@@ -641,13 +642,14 @@ func refBF16(x []float32, seed uint64) []byte {
 				o--
 			}
 		}
-		out[2*j], out[2*j+1] = byte(o), byte(o>>8)
+		out[2*e], out[2*e+1] = byte(o), byte(o>>8)
 	}
 	return out
 }
 
 func TestCodecQuantNonFinite(t *testing.T) {
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	negZero := float32(math.Copysign(0, -1))
 	big := float32(math.MaxFloat32)
 	rows := [][]float32{
 		{nan, nan, nan},
@@ -661,11 +663,16 @@ func TestCodecQuantNonFinite(t *testing.T) {
 		{0, 1e-45, 2e-45},         // subnormal range
 		{1e-38, 1.0000001e-38, 0}, // tiny range
 		{big, big, big},
+		{negZero, 0, negZero},
+		{negZero, negZero},
 	}
 	for b := 1; b <= 8; b++ {
 		c := Quant(b)
 		for _, x := range rows {
-			_, y := roundTrip(t, c, x, 1, len(x), 3)
+			p, y := roundTrip(t, c, x, 1, len(x), 3)
+			if want := refQuant(x, 1, len(x), b, 3); !bytes.Equal(p, want) {
+				t.Errorf("%s %v: payload %x, reference %x", c.Name(), x, p, want)
+			}
 			finite := true
 			lo, hi := nan, nan
 			for _, v := range x {
@@ -682,6 +689,9 @@ func TestCodecQuantNonFinite(t *testing.T) {
 			if !finite {
 				continue // no panic is all that is promised
 			}
+			if p := mustEncode(c, x); lo == 0 && binary.LittleEndian.Uint32(p) != 0 {
+				t.Errorf("%s %v: header lo %08x, want +0", c.Name(), x, binary.LittleEndian.Uint32(p))
+			}
 			for j, v := range y {
 				if x[j] != x[j] {
 					if v != lo && !(lo != lo && v == 0) {
@@ -695,6 +705,12 @@ func TestCodecQuantNonFinite(t *testing.T) {
 			}
 		}
 	}
+}
+
+func mustEncode(c Codec, x []float32) []byte {
+	p := make([]byte, c.WireSize(1, len(x)))
+	c.Encode(p, x, 1, len(x), 0)
+	return p
 }
 
 func TestCodecAllocs(t *testing.T) {
