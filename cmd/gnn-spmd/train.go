@@ -190,7 +190,7 @@ func newReporter(f *trainFlags, info jobInfo, out io.Writer) *reporter {
 		fmt.Fprintf(out, "ranks %d, partition %s, %d halo rows per layer in all, %s\n", info.ranks, info.partition, info.haloRows, comm)
 	}
 	fmt.Fprintf(out, "model %s: %d layers, hidden %d, dropout %g; adam lr %g, weight decay %g, %d epochs; gemm %s\n",
-		f.model, f.layers, f.hidden, f.dropout, f.lr, f.weightDecay, f.epochs, kernels.GemmBackend)
+		f.model, f.layers, f.hidden, f.dropout, f.lr, f.weightDecay, f.epochs, kernels.GemmInfo())
 	return r
 }
 
