@@ -125,7 +125,8 @@ func (c *h5Closer) close(what string, fn func() error) {
 }
 
 // writeAttr writes a scalar attribute: a variable-length string (what h5py
-// writes for a Python str, and reads back as str), int32 or int64.
+// writes for a Python str, and reads back as str), int32, int64 or uint64
+// (fingerprints, seeds).
 func writeAttr(g *hdf5.Group, name string, val any) (err error) {
 	sp, err := hdf5.CreateDataspace(hdf5.S_SCALAR)
 	if err != nil {
@@ -140,6 +141,8 @@ func writeAttr(g *hdf5.Group, name string, val any) (err error) {
 		dt = hdf5.T_NATIVE_INT32
 	case int64:
 		dt = hdf5.T_NATIVE_INT64
+	case uint64:
+		dt = hdf5.T_NATIVE_UINT64
 	default:
 		return fmt.Errorf("unsupported attribute type %T", val)
 	}
@@ -160,6 +163,8 @@ func writeAttr(g *hdf5.Group, name string, val any) (err error) {
 	case int32:
 		return a.Write(&v, dt)
 	case int64:
+		return a.Write(&v, dt)
+	case uint64:
 		return a.Write(&v, dt)
 	}
 	return nil

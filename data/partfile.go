@@ -183,12 +183,7 @@ func writeH5Content(name string, attrs []h5Attr, arrays []h5Array) (err error) {
 	}
 	defer c.close("/", root.Close)
 	for _, a := range attrs {
-		if v, ok := a.val.(uint64); ok {
-			err = writeUint64Attr(root, a.name, v)
-		} else {
-			err = writeAttr(root, a.name, a.val)
-		}
-		if err != nil {
+		if err := writeAttr(root, a.name, a.val); err != nil {
 			return fmt.Errorf("attribute %s: %w", a.name, err)
 		}
 	}
@@ -245,27 +240,6 @@ func writeH5Content(name string, attrs []h5Attr, arrays []h5Array) (err error) {
 		}
 	}
 	return nil
-}
-
-// writeUint64Attr writes a scalar uint64 attribute (fingerprints, seeds).
-func writeUint64Attr(g *hdf5.Group, name string, v uint64) (err error) {
-	sp, err := hdf5.CreateDataspace(hdf5.S_SCALAR)
-	if err != nil {
-		return err
-	}
-	defer sp.Close()
-	a, err := g.CreateAttribute(name, hdf5.T_NATIVE_UINT64, sp)
-	if err != nil {
-		return err
-	}
-	var c h5Closer
-	defer func() {
-		c.close("attribute", a.Close)
-		if err == nil {
-			err = c.err
-		}
-	}()
-	return a.Write(&v, hdf5.T_NATIVE_UINT64)
 }
 
 func vec[T any](path string, data []T) h5Array {
