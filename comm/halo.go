@@ -49,17 +49,6 @@ type Traffic struct {
 	Fwd, Bwd [][]int64
 }
 
-// Total returns the forward and backward byte totals.
-func (t *Traffic) Total() (fwd, bwd int64) {
-	for l := range t.Fwd {
-		for p := range t.Fwd[l] {
-			fwd += t.Fwd[l][p]
-			bwd += t.Bwd[l][p]
-		}
-	}
-	return fwd, bwd
-}
-
 // NewExchange prepares the exchange for a rank owning `owned` rows, with the
 // given send lists and halo layout, for a model of `layers` layers.
 func NewExchange(c Comm, owned int, send [][]int32, recvStart []int, layers int) (*Exchange, error) {
