@@ -228,3 +228,30 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("train --help: exit %d, output %q", code, stderr)
 	}
 }
+
+// TestNoComm: the no-communication baseline trains on the parts' own edges
+// and sends no halo bytes, while full communication on the same parts does.
+func TestNoComm(t *testing.T) {
+	dir := t.TempDir()
+	g := filepath.Join(dir, "g.h5")
+	if code, _, stderr := runCLI("gen", "--out", g, "--nodes", "3000", "--classes", "4", "--features", "8", "--seed", "2"); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	bytesSent := func(extra ...string) float64 {
+		m := filepath.Join(t.TempDir(), "m.jsonl")
+		args := append([]string{"train", "--data", g, "--ranks", "3", "--epochs", "2", "--hidden", "8", "--metrics", m}, extra...)
+		if code, _, stderr := runCLI(args...); code != 0 {
+			t.Fatalf("%v: %s", args, stderr)
+		}
+		b, _ := os.ReadFile(m)
+		var last map[string]any
+		json.Unmarshal([]byte(strings.Split(strings.TrimSpace(string(b)), "\n")[0]), &last)
+		return last["bytes_fwd"].(float64) + last["bytes_bwd"].(float64)
+	}
+	if full := bytesSent(); full == 0 {
+		t.Errorf("full communication on 3 ranks sent no halo bytes")
+	}
+	if none := bytesSent("--no-comm"); none != 0 {
+		t.Errorf("--no-comm sent %v halo bytes", none)
+	}
+}
