@@ -232,7 +232,18 @@ func trainMPI(f *trainFlags, stdout, stderr io.Writer) error {
 	job, setupErr := f.setupMPIRank(c, &info)
 	info.loadSeconds = time.Since(start).Seconds()
 	if err := agree(c, setupErr); err != nil {
-		return err
+		// mpirun ends the job at the first non-zero exit, so the reporting
+		// rank prints before anyone leaves the barrier.
+		var se *silentExit
+		if !errors.As(err, &se) {
+			fmt.Fprintf(stderr, "gnn-spmd: %v\n", err)
+			se = &silentExit{code: exitFailure}
+			if isBadInput(err) {
+				se.code = exitBadInput
+			}
+		}
+		c.Barrier()
+		return se
 	}
 	defer job.dev.Close()
 	// Halo rows summed over ranks for the header.
@@ -301,7 +312,7 @@ func (f *trainFlags) setupMPIRank(c comm.Comm, info *jobInfo) (*rankJob, error) 
 }
 
 // agree makes every rank learn whether any rank failed its setup. The lowest
-// failed rank returns its own error (which the CLI prints); the others exit
+// failed rank returns its own error (trainMPI prints it); the others exit
 // with the same class of exit code, silently.
 func agree(c comm.Comm, err error) error {
 	q := c.Size()
