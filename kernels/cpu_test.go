@@ -825,3 +825,56 @@ func TestNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// ---- ROC AUC from score histograms ----
+
+func TestScoreHistogramAUC(t *testing.T) {
+	rng := newRNG(21)
+	p := NewCPU(1)
+	defer p.Close()
+	n := 3000
+	logits := randMat(rng, n, 2)
+	labels := randLabels(rng, n, 2)
+	for i := range labels { // make the positives score higher on average
+		logits.Data[2*i+1] += float32(labels[i])
+	}
+	rows := randRows(rng, n)
+	hist := make([]float64, 2*ScoreBins)
+	p.ScoreHistogram(logits, labels, rows, hist)
+	// Exact AUC over all (positive, negative) pairs, ties counting half.
+	var pairs, wins float64
+	for _, i := range rows {
+		for _, j := range rows {
+			if labels[i] != 1 || labels[j] != 0 {
+				continue
+			}
+			di := logits.Data[2*i+1] - logits.Data[2*i]
+			dj := logits.Data[2*j+1] - logits.Data[2*j]
+			pairs++
+			switch {
+			case di > dj:
+				wins++
+			case di == dj:
+				wins += 0.5
+			}
+		}
+	}
+	if got, want := AUC(hist), wins/pairs; math.Abs(got-want) > 1e-3 || want < 0.6 {
+		t.Fatalf("AUC from the histogram %.5f, exact %.5f", got, want)
+	}
+	// Split histograms add up: the sum over two halves equals the whole.
+	halves := make([]float64, 2*ScoreBins)
+	p.ScoreHistogram(logits, labels, rows[:len(rows)/2], halves)
+	p.ScoreHistogram(logits, labels, rows[len(rows)/2:], halves)
+	for b := range hist {
+		if hist[b] != halves[b] {
+			t.Fatalf("bin %d: %v whole, %v from the halves", b, hist[b], halves[b])
+		}
+	}
+	if !math.IsNaN(AUC(make([]float64, 2*ScoreBins))) {
+		t.Error("AUC of an empty histogram is not NaN")
+	}
+	if got := p.SumSquares([]float32{3, 4}); got != 25 {
+		t.Errorf("SumSquares(3, 4) = %v", got)
+	}
+}

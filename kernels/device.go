@@ -80,6 +80,14 @@ type Device interface {
 	// == labels[i] (ties go to the lowest class index).
 	CountCorrect(logits *Mat, labels []int32, rows []int32) int
 
+	// ScoreHistogram bins the two-class scores of the listed rows by label
+	// for ROC AUC (see the CPU method and AUC).
+	ScoreHistogram(logits *Mat, labels []int32, rows []int32, hist []float64)
+
+	// SumSquares returns the sum of squares of x in float64 (a gradient's
+	// squared norm).
+	SumSquares(x []float32) float64
+
 	// Adam performs one step (step >= 1) of Adam on p with gradient g and
 	// moments m, v. With weightDecay > 0 it adds weightDecay*p to the
 	// gradient first (L2 regularisation, as torch.optim.Adam does).
