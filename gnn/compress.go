@@ -41,15 +41,17 @@ func (c *Compression) Validate() error {
 	return ValidateSchedule(c.Schedule)
 }
 
-// codecs returns the forward and backward codec of every layer at rate r
+// codecs returns the forward and backward codec of every layer at its rate
 // (nil = raw), and the per-layer figure the metrics report: the bits per
-// value for quant, the columns kept for trunc, 32 bits when raw.
-func (c *Compression) codecs(r float64, widths []int) (fwd, bwd []comm.Codec, bits []int, err error) {
+// value for quant, the columns kept for trunc, 32 bits when raw. It sets
+// the last layer's rate to 1: that layer always sends raw rows.
+func (c *Compression) codecs(rates []float64, widths []int) (fwd, bwd []comm.Codec, bits []int, err error) {
 	n := len(widths)
 	fwd, bwd, bits = make([]comm.Codec, n), make([]comm.Codec, n), make([]int, n)
-	for l := range widths {
+	rates[n-1] = 1
+	for l, r := range rates {
 		bits[l] = 32
-		if l == n-1 {
+		if r == 1 {
 			continue
 		}
 		if fwd[l], err = codecFor(c.Fwd, r); err != nil {
@@ -69,8 +71,16 @@ func (c *Compression) codecs(r float64, widths []int) (fwd, bwd []comm.Codec, bi
 }
 
 func codecFor(kind string, r float64) (comm.Codec, error) {
-	if kind == "none" || r == 1 {
+	if kind == "none" {
 		return nil, nil
 	}
 	return comm.CodecForRate(kind, r)
+}
+
+// schedule is c's schedule, nil when c is.
+func (c *Compression) schedule() Schedule {
+	if c == nil {
+		return nil
+	}
+	return c.Schedule
 }

@@ -38,8 +38,9 @@ func runSingle(t *testing.T, ds *data.Dataset, split string, mc ModelConfig, epo
 }
 
 // runRanks trains q ranks as goroutines over the given partition and returns
-// rank 0's epochs (every rank sees the same reduced metrics).
-func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int) []EpochStats {
+// rank 0's epochs (every rank sees the same reduced metrics). With compress
+// set, every rank compresses its halo exchanges with a policy of its own.
+func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() *Compression) []EpochStats {
 	t.Helper()
 	shards, err := data.BuildShards(ds, split, parts, q)
 	if err != nil {
@@ -66,6 +67,9 @@ func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int
 		cfg.Epochs = epochs
 		if trainers[r], err = NewTrainer(m, cfg, ex, comms[r]); err != nil {
 			t.Fatal(err)
+		}
+		if compress != nil {
+			trainers[r].Compress = compress()
 		}
 	}
 	stats := make([][]EpochStats, q)
@@ -157,7 +161,7 @@ func TestDistributedEqualsSingle(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						got := runRanks(t, ds, split, parts, q, mc, epochs)
+						got := runRanks(t, ds, split, parts, q, mc, epochs, nil)
 						for e := range want {
 							if !closeLoss(got[e].Loss, want[e].Loss) {
 								t.Fatalf("epoch %d: loss %.8f on %d ranks, %.8f in one process", e, got[e].Loss, q, want[e].Loss)

@@ -5,19 +5,27 @@ import (
 	"math"
 )
 
-// Schedule gives the compression rate r >= 1 of the halo exchange at each
-// epoch (1 = full communication).
+// Schedule gives the compression rate r >= 1 of every layer's halo
+// exchange at each epoch (1 = full communication).
 type Schedule interface {
-	Rate(epoch int) float64
+	// Rates writes layer l's rate at epoch into rates[l].
+	Rates(epoch int, rates []float64)
 	Name() string
+}
+
+// Observer is a schedule that closes the loop: it sees what each finished
+// epoch measured before choosing the next epoch's rates. Every rank sees
+// the same all-reduced statistics, so every rank chooses the same rates.
+type Observer interface {
+	Observe(st EpochStats)
 }
 
 // Fixed compresses at the same rate every epoch (the authors' fixed-ratio
 // baselines; r = 1 is full communication).
 type Fixed struct{ R float64 }
 
-func (s Fixed) Rate(int) float64 { return s.R }
-func (s Fixed) Name() string     { return fmt.Sprintf("fixed(r=%g)", s.R) }
+func (s Fixed) Rates(_ int, rates []float64) { fill(rates, s.R) }
+func (s Fixed) Name() string                 { return fmt.Sprintf("fixed(r=%g)", s.R) }
 
 // Varco is the authors' linear ramp from RMax down to RMin:
 // r(t) = max(RMax - Slope*t*(RMax-RMin)/(Epochs-2), RMin).
@@ -31,6 +39,7 @@ type Varco struct {
 // of the given length.
 func DefaultVarco(epochs int) Varco { return Varco{RMax: 128, RMin: 1.5, Slope: 5, Epochs: epochs} }
 
+// Rate is the ramp's value at epoch t, the same for every layer.
 func (s Varco) Rate(t int) float64 {
 	den := float64(s.Epochs - 2)
 	if den <= 0 {
@@ -39,8 +48,16 @@ func (s Varco) Rate(t int) float64 {
 	return math.Max(s.RMax-s.Slope*float64(t)*(s.RMax-s.RMin)/den, s.RMin)
 }
 
+func (s Varco) Rates(t int, rates []float64) { fill(rates, s.Rate(t)) }
+
 func (s Varco) Name() string {
 	return fmt.Sprintf("varco(rmax=%g,rmin=%g,slope=%g,T=%d)", s.RMax, s.RMin, s.Slope, s.Epochs)
+}
+
+func fill(rates []float64, r float64) {
+	for l := range rates {
+		rates[l] = r
+	}
 }
 
 // ValidateSchedule checks a schedule's parameters, naming the offending flag.
@@ -59,6 +76,8 @@ func ValidateSchedule(s Schedule) error {
 		case !(s.Slope > 0) || math.IsInf(s.Slope, 0):
 			return fmt.Errorf("slope: got %v, expected a positive number", s.Slope)
 		}
+	case *Adaptive:
+		return s.validate()
 	}
 	return nil
 }

@@ -53,13 +53,19 @@ type EpochStats struct {
 	// CodecSeconds its time encoding and decoding; the rest of Seconds is
 	// computation.
 	CommSeconds, HaloSeconds, CodecSeconds float64
-	// Ratio is the compression rate of this epoch (1 = raw); Bits the bits
-	// per value (quant) or columns kept (trunc) per layer, 32 when raw;
-	// CompError the relative error ||x - x^|| / ||x|| of the forward
-	// training payloads per layer, over all ranks.
-	Ratio     float64
+	// Rates are the compression rates of this epoch per layer (1 = raw);
+	// Bits the bits per value (quant) or columns kept (trunc) per layer, 32
+	// when raw; CompError the relative error ||x - x^|| / ||x|| of the
+	// forward training payloads per layer, over all ranks.
+	Rates     []float64
 	Bits      []int
 	CompError []float64
+	// GradNorm is the norm of the all-reduced parameter gradient (before
+	// weight decay), which closed-loop schedules watch.
+	GradNorm float64
+	// ValAUC and TestAUC are the ROC AUC of two-class tasks (HasAUC).
+	HasAUC           bool
+	ValAUC, TestAUC float64
 }
 
 // TotalBytes returns the epoch's forward and backward halo bytes.
@@ -81,6 +87,8 @@ type Summary struct {
 	Epochs        int
 	Seconds       float64
 	BytesTotal    int64 // halo bytes over all epochs, ranks and directions
+	// For two-class tasks: the test ROC AUC at the best validation AUC.
+	BestValAUC, TestAtBestValAUC float64
 }
 
 // Trainer runs full-batch training of one model on one rank.
@@ -117,6 +125,17 @@ const (
 	numBlocks
 )
 
+// binary reports whether the task has two classes, for which the trainer
+// also measures ROC AUC from score histograms appended to scal (validation
+// then test, kernels.ScoreBins per class each).
+func (t *Trainer) binary() bool { return t.Model.Config.Classes == 2 }
+
+// hist returns the score histogram of split 0 (validation) or 1 (test).
+func (t *Trainer) hist(split int) []float64 {
+	start := scalLayers + numBlocks*t.Model.Config.Layers + split*2*kernels.ScoreBins
+	return t.scal[start : start+2*kernels.ScoreBins]
+}
+
 // NewTrainer checks cfg and ties a model to its communication.
 func NewTrainer(m *Model, cfg TrainConfig, halo Halo, reduce Reducer) (*Trainer, error) {
 	if err := cfg.validate(); err != nil {
@@ -125,8 +144,11 @@ func NewTrainer(m *Model, cfg TrainConfig, halo Halo, reduce Reducer) (*Trainer,
 	if m.local.GlobalTrain == 0 {
 		return nil, fmt.Errorf("the split has no training nodes")
 	}
-	return &Trainer{Model: m, Config: cfg, Halo: halo, Reduce: reduce,
-		scal: make([]float64, scalLayers+numBlocks*m.Config.Layers)}, nil
+	n := scalLayers + numBlocks*m.Config.Layers
+	if m.Config.Classes == 2 {
+		n += 2 * 2 * kernels.ScoreBins
+	}
+	return &Trainer{Model: m, Config: cfg, Halo: halo, Reduce: reduce, scal: make([]float64, n)}, nil
 }
 
 // block returns layer-indexed block b of scal.
@@ -160,15 +182,15 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 	m, loc, dev := t.Model, t.Model.local, t.Model.dev
 	layers := m.Config.Layers
 	clear(t.scal)
-	st := EpochStats{Epoch: epoch, Ratio: 1, Bits: make([]int, layers)}
+	st := EpochStats{Epoch: epoch, Rates: make([]float64, layers), Bits: make([]int, layers), HasAUC: t.binary()}
 	for l := range st.Bits {
-		st.Bits[l] = 32
+		st.Rates[l], st.Bits[l] = 1, 32
 	}
 	var fwdCodecs, bwdCodecs []comm.Codec
 	if c := t.Compress; c != nil {
-		st.Ratio = c.Schedule.Rate(epoch)
+		c.Schedule.Rates(epoch, st.Rates)
 		var err error
-		if fwdCodecs, bwdCodecs, st.Bits, err = c.codecs(st.Ratio, m.ExchangeWidths()); err != nil {
+		if fwdCodecs, bwdCodecs, st.Bits, err = c.codecs(st.Rates, m.ExchangeWidths()); err != nil {
 			return EpochStats{}, err
 		}
 		if cx, ok := t.Halo.(Compressible); ok {
@@ -228,7 +250,9 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 		if err := t.Reduce.AllReduceFloat32(p.G); err != nil {
 			return EpochStats{}, fmt.Errorf("gradient all-reduce of %s: %w", p.Name, err)
 		}
+		st.GradNorm += dev.SumSquares(p.G)
 	}
+	st.GradNorm = math.Sqrt(st.GradNorm)
 	if err := t.Reduce.AllReduceFloat64(t.scal); err != nil {
 		return EpochStats{}, fmt.Errorf("metrics all-reduce: %w", err)
 	}
@@ -257,6 +281,12 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 	st.TrainAcc = t.scal[scalTrain] / float64(loc.GlobalTrain)
 	st.ValAcc = t.scal[scalValid] / float64(loc.GlobalValid)
 	st.TestAcc = t.scal[scalTest] / float64(loc.GlobalTest)
+	if st.HasAUC {
+		st.ValAUC, st.TestAUC = kernels.AUC(t.hist(0)), kernels.AUC(t.hist(1))
+	}
+	if o, ok := t.Compress.schedule().(Observer); ok {
+		o.Observe(st)
+	}
 	st.Seconds = time.Since(start).Seconds()
 	return st, nil
 }
@@ -266,13 +296,17 @@ func (t *Trainer) count(logits *kernels.Mat) {
 	t.scal[scalTrain] = float64(dev.CountCorrect(logits, loc.Labels, loc.Train))
 	t.scal[scalValid] = float64(dev.CountCorrect(logits, loc.Labels, loc.Valid))
 	t.scal[scalTest] = float64(dev.CountCorrect(logits, loc.Labels, loc.Test))
+	if t.binary() {
+		dev.ScoreHistogram(logits, loc.Labels, loc.Valid, t.hist(0))
+		dev.ScoreHistogram(logits, loc.Labels, loc.Test, t.hist(1))
+	}
 }
 
 // Run trains for Config.Epochs epochs, calling report (if non-nil) after
 // each; a report error stops training.
 func (t *Trainer) Run(report func(EpochStats) error) (Summary, error) {
 	start := time.Now()
-	s := Summary{BestValAcc: -1}
+	s := Summary{BestValAcc: -1, BestValAUC: -1}
 	for e := 0; e < t.Config.Epochs; e++ {
 		st, err := t.Epoch(e)
 		if err != nil {
@@ -280,6 +314,9 @@ func (t *Trainer) Run(report func(EpochStats) error) (Summary, error) {
 		}
 		if st.ValAcc > s.BestValAcc {
 			s.BestValAcc, s.BestEpoch, s.TestAtBestVal = st.ValAcc, e, st.TestAcc
+		}
+		if st.HasAUC && st.ValAUC > s.BestValAUC {
+			s.BestValAUC, s.TestAtBestValAUC = st.ValAUC, st.TestAUC
 		}
 		s.FinalTestAcc = st.TestAcc
 		f, b := st.TotalBytes()

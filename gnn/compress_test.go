@@ -1,0 +1,183 @@
+package gnn
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/data"
+)
+
+// compressedSetup is Cora on 4 METIS ranks, the smallest real case with halo
+// traffic on every layer.
+func compressedSetup(t *testing.T) (*data.Dataset, string, []int32, ModelConfig) {
+	t.Helper()
+	ds, err := data.LoadOGB(sharedData(t, "cora"), data.OGBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.NormalizeFeatureRows()
+	split := ds.SplitNames()[0]
+	parts, err := data.PartitionMETIS(ds.Graph, 4, 1, ds.Splits[split].Train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := ModelConfig{Model: "sage", Layers: 3, Hidden: 20, InDim: ds.NumFeatures, Classes: ds.NumClasses, Seed: 3}
+	return ds, split, parts, mc
+}
+
+// TestCompressionAtRateOneIsFullCommunication: a schedule that stays at
+// r = 1 must reproduce uncompressed training bit for bit.
+func TestCompressionAtRateOneIsFullCommunication(t *testing.T) {
+	ds, split, parts, mc := compressedSetup(t)
+	want := runRanks(t, ds, split, parts, 4, mc, 8, nil)
+	for _, kind := range []string{"quant", "trunc"} {
+		got := runRanks(t, ds, split, parts, 4, mc, 8, func() *Compression {
+			return &Compression{Fwd: kind, Bwd: kind, Schedule: Fixed{R: 1}, Seed: 1}
+		})
+		for e := range want {
+			if got[e].Loss != want[e].Loss || got[e].TestAcc != want[e].TestAcc {
+				t.Fatalf("%s at r=1, epoch %d: loss %v, uncompressed %v", kind, e, got[e].Loss, want[e].Loss)
+			}
+		}
+	}
+}
+
+// TestCompressedTraining checks what a compressed run reports: the exact
+// wire bytes of b-bit quantization per layer (the last layer raw), a
+// relative error that is positive on compressed layers and zero on the raw
+// one, the same result twice (the random draws are seeded), and training
+// that still learns.
+func TestCompressedTraining(t *testing.T) {
+	ds, split, parts, mc := compressedSetup(t)
+	rows := haloRows(t, ds, split, parts, 4)
+	full := runRanks(t, ds, split, parts, 4, mc, 30, nil)
+	for _, bits := range []int{1, 4, 8} {
+		t.Run(fmt.Sprintf("quant%d", bits), func(t *testing.T) {
+			comp := func() *Compression {
+				return &Compression{Fwd: "quant", Bwd: "quant", Schedule: Fixed{R: 32 / float64(bits)}, Seed: 9}
+			}
+			a := runRanks(t, ds, split, parts, 4, mc, 30, comp)
+			b := runRanks(t, ds, split, parts, 4, mc, 30, comp)
+			dims := mc.Dims()
+			for e := range a {
+				if a[e].Loss != b[e].Loss {
+					t.Fatalf("epoch %d: loss %v, then %v with the same seed", e, a[e].Loss, b[e].Loss)
+				}
+			}
+			last := a[len(a)-1]
+			for l := 0; l < mc.Layers; l++ {
+				w := min(dims[l], dims[l+1])
+				want := rows * int64(w) * 4
+				wantBits := 32
+				if l < mc.Layers-1 {
+					want = rows * (int64((w*bits+7)/8) + 8)
+					wantBits = bits
+				}
+				if last.BytesFwd[l] != want || last.Bits[l] != wantBits {
+					t.Errorf("layer %d: %d bytes at %d bits, want %d at %d", l, last.BytesFwd[l], last.Bits[l], want, wantBits)
+				}
+				if (l < mc.Layers-1) != (last.CompError[l] > 0) {
+					t.Errorf("layer %d: relative error %v", l, last.CompError[l])
+				}
+			}
+			if bits == 8 && math.Abs(last.TestAcc-full[len(full)-1].TestAcc) > 0.03 {
+				t.Errorf("8-bit test accuracy %.4f, full communication %.4f", last.TestAcc, full[len(full)-1].TestAcc)
+			}
+		})
+	}
+}
+
+// TestAdaptiveTraining runs the closed-loop schedule on real ranks: every
+// rank must choose the same rates (runRanks checks their metrics agree),
+// the run must repeat exactly, send fewer bytes than full communication,
+// tighten its rates as the gradient falls, and still learn.
+func TestAdaptiveTraining(t *testing.T) {
+	ds, split, parts, mc := compressedSetup(t)
+	full := runRanks(t, ds, split, parts, 4, mc, 40, nil)
+	comp := func() *Compression {
+		return &Compression{Fwd: "quant", Bwd: "quant", Schedule: NewAdaptive("quant", DefaultKappa, 128), Seed: 2}
+	}
+	a := runRanks(t, ds, split, parts, 4, mc, 40, comp)
+	b := runRanks(t, ds, split, parts, 4, mc, 40, comp)
+	var bytesA, bytesFull int64
+	for e := range a {
+		if a[e].Loss != b[e].Loss || fmt.Sprint(a[e].Rates) != fmt.Sprint(b[e].Rates) {
+			t.Fatalf("epoch %d: loss %v rates %v, then %v %v", e, a[e].Loss, a[e].Rates, b[e].Loss, b[e].Rates)
+		}
+		f, bw := a[e].TotalBytes()
+		bytesA += f + bw
+		f, bw = full[e].TotalBytes()
+		bytesFull += f + bw
+	}
+	if a[0].Rates[0] != 128 || a[len(a)-1].Rates[0] >= a[0].Rates[0] {
+		t.Errorf("layer 0 rate %v at the start and %v at the end: expected 128, then lower", a[0].Rates[0], a[len(a)-1].Rates[0])
+	}
+	if bytesA >= bytesFull/2 {
+		t.Errorf("adaptive sent %d bytes, full communication %d", bytesA, bytesFull)
+	}
+	if acc, ref := a[len(a)-1].TestAcc, full[len(full)-1].TestAcc; acc < ref-0.05 {
+		t.Errorf("adaptive test accuracy %.4f, full communication %.4f", acc, ref)
+	}
+}
+
+// TestAdaptiveRule drives the schedule with made-up measurements.
+func TestAdaptiveRule(t *testing.T) {
+	obs := func(s *Adaptive, rates []float64, errs []float64, grad, loss float64) []float64 {
+		s.Observe(EpochStats{Rates: rates, CompError: errs, GradNorm: grad, Loss: loss})
+		next := make([]float64, len(rates))
+		s.Rates(1, next)
+		return next
+	}
+	s := NewAdaptive("quant", 0.1, 128)
+	first := make([]float64, 3)
+	s.Rates(0, first)
+	if fmt.Sprint(first) != "[128 128 128]" {
+		t.Fatalf("first epoch rates %v, want RMax everywhere", first)
+	}
+	// 1 bit measured 0.5 and 0.05: bound 0.1 needs 0.5/(2^b-1) <= 0.1, b = 3
+	// for layer 0; layer 1 may stay at 1 bit; layer 2 (raw) is never measured.
+	r := obs(s, []float64{32, 32, 1}, []float64{0.5, 0.05, 0}, 10, 2)
+	if bits := []int{comm.QuantBitsForRate(r[0]), comm.QuantBitsForRate(r[1])}; bits[0] != 3 || bits[1] != 1 || r[2] != 1 {
+		t.Fatalf("rates %v (bits %v), want 3 and 1 bits and the unmeasured layer left as it was", r, bits)
+	}
+	// A loss spike that moves the gradient in proportion changes nothing.
+	if r2 := obs(s, r, []float64{0.5 / 7, 0.05, 0}, 100, 20); fmt.Sprint(r2) != fmt.Sprint(r) {
+		t.Fatalf("after a proportional spike rates %v, want %v", r2, r)
+	}
+	// The gradient falls 100x while the loss halves: the bound tightens
+	// and more bits follow, up to bf16 and then raw.
+	prev := r[0]
+	for i, g := range []float64{5, 1, 0.3, 0.1, 0.01, 1e-3, 1e-4, 1e-5, 1e-6, 1e-6, 1e-6} {
+		r = obs(s, r, []float64{0.5 / float64(int(1)<<comm.QuantBitsForRate(r[0])-1), 0.05, 0}, g, 1)
+		if r[0] > prev {
+			t.Fatalf("step %d: rate rose from %v to %v while the gradient fell", i, prev, r[0])
+		}
+		prev = r[0]
+	}
+	if r[0] != 1 {
+		t.Fatalf("with the bound far below bf16's error the rate is %v, want 1 (raw)", r[0])
+	}
+	// Every quant ladder rate selects the bit width it stands for.
+	for _, rate := range s.ladder() {
+		if b := comm.QuantBitsForRate(rate); rate != 1 && math.Abs(32/float64(b)-rate) > 1e-9 {
+			t.Errorf("ladder rate %v selects %d bits", rate, b)
+		}
+	}
+	// trunc, equal-energy model e(r) = e0 sqrt((1-1/r)/(1-1/r0)): from 0.5 at
+	// r0 = 128, bound 0.4 allows 1-1/r <= 0.64*127/128, r = 2 (e = 0.355).
+	tr := NewAdaptive("trunc", 0.4, 128)
+	if r = obs(tr, []float64{128, 1}, []float64{0.5, 0}, 1, 1); r[0] != 2 {
+		t.Fatalf("trunc chose rate %v, want 2", r[0])
+	}
+	if r = obs(tr, r, []float64{0.5, 0}, 0.5, 1); r[0] != 1 { // bound 0.2: e(2) = 0.5 > 0.2
+		t.Fatalf("trunc chose rate %v, want 1", r[0])
+	}
+	if err := ValidateSchedule(NewAdaptive("none", 1, 128)); err == nil {
+		t.Error("adaptive accepted codec none")
+	}
+	if err := ValidateSchedule(NewAdaptive("quant", 0, 128)); err == nil {
+		t.Error("adaptive accepted kappa 0")
+	}
+}
