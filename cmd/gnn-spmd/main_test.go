@@ -255,3 +255,62 @@ func TestNoComm(t *testing.T) {
 		t.Errorf("--no-comm sent %v halo bytes", none)
 	}
 }
+
+// TestCompressedRunMetrics: a compressed 4-rank run reports per-layer rates,
+// bits, errors and the gradient norm on every line and its rates on stdout;
+// a two-class task adds ROC AUC; plot draws the file.
+func TestCompressedRunMetrics(t *testing.T) {
+	dir := t.TempDir()
+	g := filepath.Join(dir, "g.h5")
+	if code, _, stderr := runCLI("gen", "--out", g, "--nodes", "3000", "--classes", "2", "--features", "8", "--seed", "4"); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	for _, sched := range []string{"varco", "adaptive"} {
+		metrics := filepath.Join(dir, sched+".jsonl")
+		code, stdout, stderr := runCLI("train", "--data", g, "--ranks", "4", "--epochs", "6", "--hidden", "8",
+			"--codec", "quant", "--schedule", sched, "--metrics", metrics)
+		if code != 0 {
+			t.Fatalf("%s: %s", sched, stderr)
+		}
+		if !strings.Contains(stdout, "  rate 128/128/1  ") || !strings.Contains(stdout, "auc val ") {
+			t.Errorf("%s: epoch lines lack the rates or the AUC:\n%s", sched, stdout)
+		}
+		b, err := os.ReadFile(metrics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		for i, l := range lines[:len(lines)-1] {
+			var m struct {
+				Ratio     []float64 `json:"ratio"`
+				Bits      []int     `json:"bits"`
+				CompError []float64 `json:"comp_error"`
+				GradNorm  *float64  `json:"grad_norm"`
+				ValAUC    *float64  `json:"val_auc"`
+				TestAUC   *float64  `json:"test_auc"`
+			}
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Ratio) != 3 || len(m.Bits) != 3 || len(m.CompError) != 3 || m.GradNorm == nil || m.ValAUC == nil || m.TestAUC == nil {
+				t.Fatalf("%s line %d lacks per-layer rates, bits, errors, grad_norm or AUC: %s", sched, i+1, l)
+			}
+			if m.Ratio[2] != 1 || m.Bits[2] != 32 || m.CompError[0] <= 0 {
+				t.Errorf("%s line %d: the last layer must be raw and layer 0 lossy: %s", sched, i+1, l)
+			}
+		}
+		if !strings.Contains(lines[len(lines)-1], `"test_at_best_val_auc"`) {
+			t.Errorf("%s: summary lacks test_at_best_val_auc: %s", sched, lines[len(lines)-1])
+		}
+	}
+	prefix := filepath.Join(dir, "fig")
+	if code, _, stderr := runCLI("plot", "--out", prefix, "varco="+filepath.Join(dir, "varco.jsonl"), "adaptive="+filepath.Join(dir, "adaptive.jsonl")); code != 0 {
+		t.Fatalf("plot: %s", stderr)
+	}
+	if _, err := os.Stat(prefix + "-acc-bytes.png"); err != nil {
+		t.Error(err)
+	}
+	if code, _, stderr := runCLI("train", "--data", g, "--schedule", "nosuch", "--codec", "quant"); code != exitBadInput || !strings.Contains(stderr, "adaptive") {
+		t.Errorf("unknown schedule: exit %d, %q", code, stderr)
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
@@ -26,6 +28,7 @@ type trainFlags struct {
 	// VARCO compression
 	codec, codecBwd, schedule string
 	ratio, ratioMax, ratioMin float64
+	kappa                     float64
 	slope                     float64
 	evalCompressed            bool
 }
@@ -56,9 +59,10 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.commKind, "comm", "auto", "transport: auto (mpi under mpirun/mpiexec, else local), mpi or local")
 	fs.StringVar(&f.codec, "codec", "none", "halo compression of activations: none, trunc (leading columns, the VARCO authors') or quant (stochastic b-bit)")
 	fs.StringVar(&f.codecBwd, "codec-bwd", "", "halo compression of the returned gradients (default: the same as --codec)")
-	fs.StringVar(&f.schedule, "schedule", "fixed", "compression rate over epochs: fixed (--ratio) or varco (--ratio-max down to --ratio-min)")
+	fs.StringVar(&f.schedule, "schedule", "fixed", "compression rate over epochs: fixed (--ratio), varco (--ratio-max down to --ratio-min) or adaptive (closed loop on the measured error and gradient norm, see docs/VARCO.md)")
 	fs.Float64Var(&f.ratio, "ratio", 1, "fixed compression rate r >= 1")
-	fs.Float64Var(&f.ratioMax, "ratio-max", 128, "varco: starting rate")
+	fs.Float64Var(&f.ratioMax, "ratio-max", 128, "varco and adaptive: starting rate")
+	fs.Float64Var(&f.kappa, "kappa", gnn.DefaultKappa, "adaptive: relative halo error allowed at the largest gradient norm; the bound falls with the gradient")
 	fs.Float64Var(&f.ratioMin, "ratio-min", 1.5, "varco: final rate")
 	fs.Float64Var(&f.slope, "slope", 5, "varco: slope s of r(t) = max(rmax - s*t*(rmax-rmin)/(T-2), rmin)")
 	fs.BoolVar(&f.evalCompressed, "eval-compressed", false, "evaluate under the current rate (as the VARCO authors did) instead of at full precision")
@@ -110,8 +114,10 @@ func (f *trainFlags) compression() (*gnn.Compression, error) {
 		sched = gnn.Fixed{R: f.ratio}
 	case "varco":
 		sched = gnn.Varco{RMax: f.ratioMax, RMin: f.ratioMin, Slope: f.slope, Epochs: f.epochs}
+	case "adaptive":
+		sched = gnn.NewAdaptive(f.codec, f.kappa, f.ratioMax)
 	default:
-		return nil, fmt.Errorf("schedule: got %q, expected fixed or varco", f.schedule)
+		return nil, fmt.Errorf("schedule: got %q, expected fixed, varco or adaptive", f.schedule)
 	}
 	c := &gnn.Compression{Fwd: f.codec, Bwd: f.codecBwd, Schedule: sched, EvalCompressed: f.evalCompressed, Seed: f.seed}
 	if err := c.Validate(); err != nil {
@@ -222,9 +228,12 @@ func (r *reporter) epoch(s gnn.EpochStats) error {
 	r.bytesCum += fwd + bwd
 	if !r.quiet {
 		line := fmt.Sprintf("epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  %.3fs", s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds)
+		if s.HasAUC {
+			line += fmt.Sprintf("  auc val %.4f test %.4f", s.ValAUC, s.TestAUC)
+		}
 		if r.ranks > 1 {
-			if s.Ratio != 1 {
-				line += fmt.Sprintf("  rate %.3g", s.Ratio)
+			if rates := rateText(s.Rates); rates != "" {
+				line += "  rate " + rates
 			}
 			line += fmt.Sprintf("  comm %.3fs  sent fwd %s bwd %s", s.CommSeconds, humanBytes(fwd), humanBytes(bwd))
 		}
@@ -247,17 +256,24 @@ func (r *reporter) epoch(s gnn.EpochStats) error {
 		BytesFwdLayer  []int64   `json:"bytes_fwd_layer"`
 		BytesBwdLayer  []int64   `json:"bytes_bwd_layer"`
 		BytesEval      []int64   `json:"bytes_eval_layer"`
-		Ratio          float64   `json:"ratio"`
+		Ratio          []float64 `json:"ratio"`
 		Bits           []int     `json:"bits"`
 		CompError      []float64 `json:"comp_error"`
+		GradNorm       float64   `json:"grad_norm"`
+		ValAUC         *float64  `json:"val_auc,omitempty"`
+		TestAUC        *float64  `json:"test_auc,omitempty"`
 	}{s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds, s.CommSeconds, s.HaloSeconds, s.CodecSeconds,
 		s.Seconds - s.CommSeconds - s.CodecSeconds, fwd, bwd, r.bytesCum, s.BytesFwd, s.BytesBwd, s.BytesEval,
-		s.Ratio, s.Bits, s.CompError})
+		s.Rates, s.Bits, s.CompError, s.GradNorm, auc(s.HasAUC, s.ValAUC), auc(s.HasAUC, s.TestAUC)})
 }
 
 func (r *reporter) summary(s gnn.Summary) error {
-	fmt.Fprintf(r.out, "done: best val %.4f at epoch %d, test at best val %.4f, final test %.4f, %d epochs in %.2fs, halo traffic %s, peak memory %d MiB\n",
-		s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, s.Epochs, s.Seconds, humanBytes(s.BytesTotal), maxRSSMiB())
+	aucText := ""
+	if s.BestValAUC >= 0 {
+		aucText = fmt.Sprintf(", test AUC at best val AUC %.4f", s.TestAtBestValAUC)
+	}
+	fmt.Fprintf(r.out, "done: best val %.4f at epoch %d, test at best val %.4f, final test %.4f%s, %d epochs in %.2fs, halo traffic %s, peak memory %d MiB\n",
+		s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, aucText, s.Epochs, s.Seconds, humanBytes(s.BytesTotal), maxRSSMiB())
 	return r.write(struct {
 		Summary       bool    `json:"summary"`
 		BestValAcc    float64 `json:"best_val_acc"`
@@ -267,9 +283,38 @@ func (r *reporter) summary(s gnn.Summary) error {
 		Epochs        int     `json:"epochs"`
 		Seconds       float64 `json:"seconds"`
 		BytesTotal    int64   `json:"bytes_total"`
-		Ranks         int     `json:"ranks"`
-		MaxRSSMiB     int64   `json:"max_rss_mb"`
-	}{true, s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, s.Epochs, s.Seconds, s.BytesTotal, r.ranks, maxRSSMiB()})
+		Ranks         int      `json:"ranks"`
+		MaxRSSMiB     int64    `json:"max_rss_mb"`
+		BestValAUC    *float64 `json:"best_val_auc,omitempty"`
+		TestAtBestAUC *float64 `json:"test_at_best_val_auc,omitempty"`
+	}{true, s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, s.Epochs, s.Seconds, s.BytesTotal, r.ranks, maxRSSMiB(),
+		auc(s.BestValAUC >= 0, s.BestValAUC), auc(s.BestValAUC >= 0, s.TestAtBestValAUC)})
+}
+
+// auc is v for the metrics file: absent when there is no AUC or it is
+// undefined (a split without one of the classes).
+func auc(has bool, v float64) *float64 {
+	if !has || math.IsNaN(v) {
+		return nil
+	}
+	return &v
+}
+
+// rateText formats per-layer rates for the epoch line, "" when all are 1.
+func rateText(rates []float64) string {
+	var b strings.Builder
+	lossy := false
+	for l, r := range rates {
+		if l > 0 {
+			b.WriteByte('/')
+		}
+		fmt.Fprintf(&b, "%.3g", r)
+		lossy = lossy || r != 1
+	}
+	if !lossy {
+		return ""
+	}
+	return b.String()
 }
 
 func (r *reporter) close() {
