@@ -36,6 +36,8 @@ var commands = []command{
 	{"partition", "partition a dataset into per-rank part files (METIS or random)", runPartition},
 	{"inspect", "summarise a partition directory or a .h5 dataset", runInspect},
 	{"convert", "convert an OGB-layout directory into one .h5 dataset file", runConvert},
+	{"plot", "plot accuracy against bytes and epochs, and rates, from metrics files", runPlot},
+	{"report", "write the Markdown results report (tables, claims, figures) of a results directory", runReport},
 }
 
 func main() {
