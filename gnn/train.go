@@ -64,7 +64,7 @@ type EpochStats struct {
 	// weight decay), which closed-loop schedules watch.
 	GradNorm float64
 	// ValAUC and TestAUC are the ROC AUC of two-class tasks (HasAUC).
-	HasAUC           bool
+	HasAUC          bool
 	ValAUC, TestAUC float64
 }
 

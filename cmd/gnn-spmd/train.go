@@ -275,14 +275,14 @@ func (r *reporter) summary(s gnn.Summary) error {
 	fmt.Fprintf(r.out, "done: best val %.4f at epoch %d, test at best val %.4f, final test %.4f%s, %d epochs in %.2fs, halo traffic %s, peak memory %d MiB\n",
 		s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, aucText, s.Epochs, s.Seconds, humanBytes(s.BytesTotal), maxRSSMiB())
 	return r.write(struct {
-		Summary       bool    `json:"summary"`
-		BestValAcc    float64 `json:"best_val_acc"`
-		BestEpoch     int     `json:"best_epoch"`
-		TestAtBestVal float64 `json:"test_at_best_val"`
-		FinalTestAcc  float64 `json:"final_test_acc"`
-		Epochs        int     `json:"epochs"`
-		Seconds       float64 `json:"seconds"`
-		BytesTotal    int64   `json:"bytes_total"`
+		Summary       bool     `json:"summary"`
+		BestValAcc    float64  `json:"best_val_acc"`
+		BestEpoch     int      `json:"best_epoch"`
+		TestAtBestVal float64  `json:"test_at_best_val"`
+		FinalTestAcc  float64  `json:"final_test_acc"`
+		Epochs        int      `json:"epochs"`
+		Seconds       float64  `json:"seconds"`
+		BytesTotal    int64    `json:"bytes_total"`
 		Ranks         int      `json:"ranks"`
 		MaxRSSMiB     int64    `json:"max_rss_mb"`
 		BestValAUC    *float64 `json:"best_val_auc,omitempty"`
