@@ -11,7 +11,7 @@ TAGS ?= cpu $(BLAS_TAG)
 GOFLAGS_TAGS := -tags "$(TAGS)"
 BIN := bin/gnn-spmd
 
-.PHONY: deps build cpu test vet demo bench clean
+.PHONY: deps build cpu test vet demo experiments bench clean
 .DEFAULT_GOAL := build
 
 deps:
@@ -29,12 +29,20 @@ vet: deps
 test: build vet
 	go test $(GOFLAGS_TAGS) -count=1 ./...
 
-# Train the built-in default: a generated 50k-node graph, split over two
-# ranks (goroutines, METIS partition) with full halo exchange.
+# The built-in default: a generated 50k-node graph over four ranks
+# (goroutines, METIS partition), trained with VARCO (4-bit quantized halo
+# rows at the end of the ramp, the setting chosen in docs/VARCO.md), then
+# with full communication, and the two compared.
 DEMO_DATA := bin/demo-csbm-50k.h5
+DEMO_TRAIN := $(BIN) train --data $(DEMO_DATA) --ranks 4 --partition metis --epochs 60 --hidden 128
 demo: build
 	@test -f $(DEMO_DATA) || $(BIN) gen --out $(DEMO_DATA) --nodes 50000 --classes 10 --degree 16 --homophily 0.7 --features 64 --snr 0.8 --seed 1
-	$(BIN) train --data $(DEMO_DATA) --ranks 2 --partition metis --epochs 40 --hidden 128 --metrics bin/demo-metrics.jsonl
+	$(DEMO_TRAIN) --codec quant --schedule varco --ratio-min 8 --metrics bin/demo-varco.jsonl
+	$(DEMO_TRAIN) --quiet --metrics bin/demo-full.jsonl
+	$(BIN) compare full=bin/demo-full.jsonl varco=bin/demo-varco.jsonl
+
+experiments: build
+	scripts/experiments.sh
 
 bench: build
 	scripts/bench.sh

@@ -37,6 +37,7 @@ var commands = []command{
 	{"inspect", "summarise a partition directory or a .h5 dataset", runInspect},
 	{"convert", "convert an OGB-layout directory into one .h5 dataset file", runConvert},
 	{"plot", "plot accuracy against bytes and epochs, and rates, from metrics files", runPlot},
+	{"compare", "print accuracy and halo bytes of finished runs against the first", runCompare},
 	{"report", "write the Markdown results report (tables, claims, figures) of a results directory", runReport},
 }
 

@@ -192,6 +192,8 @@ func newReporter(f *trainFlags, info jobInfo, out io.Writer) *reporter {
 		comm := "full communication"
 		if f.noComm {
 			comm = "no communication (cut edges dropped)"
+		} else if c, err := f.compression(); err == nil && c != nil {
+			comm = fmt.Sprintf("halo compression %s forward, %s backward, schedule %s", c.Fwd, c.Bwd, c.Schedule.Name())
 		}
 		fmt.Fprintf(out, "ranks %d, partition %s, %d halo rows per layer in all, %s\n", info.ranks, info.partition, info.haloRows, comm)
 	}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// runCompare prints, for metrics files of finished runs, the accuracy each
+// reached and the halo bytes it sent, the first series being the reference
+// (the quickstart compares VARCO against full communication this way).
+func runCompare(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("compare", "compare SERIES...   (SERIES: NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl; the first is the reference)", stderr)
+	if err := fs.parseFlagsOnly(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usagef("compare: expected at least one SERIES (NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl)")
+	}
+	ss, err := readSeries(fs.Args())
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\truns\ttest acc at best val\thalo bytes sent\tof "+ss[0].name+"\tseconds\t")
+	var ref float64
+	for i, s := range ss {
+		var acc, bytes, secs []float64
+		for _, r := range s.runs {
+			acc = append(acc, r.testAtBestVal())
+			bytes = append(bytes, float64(r.totalBytes()))
+			secs = append(secs, r.seconds)
+		}
+		a, sd := meanStd(acc)
+		b, _ := meanStd(bytes)
+		t, _ := meanStd(secs)
+		if i == 0 {
+			ref = b
+		}
+		share := "-"
+		if ref > 0 {
+			share = fmt.Sprintf("%.1f%%", 100*b/ref)
+		}
+		accText := fmt.Sprintf("%.2f%%", 100*a)
+		if len(acc) > 1 {
+			accText += fmt.Sprintf(" ± %.2f", 100*sd)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%.1f\t\n", s.name, len(s.runs), accText, decimalBytes(b), share, t)
+	}
+	return tw.Flush()
+}
