@@ -24,6 +24,9 @@ go test -tags cpu -run '^$' -bench . -benchtime 3x ./kernels | grep -E '^Benchma
 go test -tags "cpu openblas" -run '^$' -bench 'Gemm' -benchtime 3x ./kernels | grep -E '^Benchmark' >"$work/kernels-openblas.txt"
 openblas_core=$(OPENBLAS_VERBOSE=2 "$work/gnn-spmd-openblas" --help 2>&1 | grep -i 'core' | head -n1 || true)
 
+echo "bench: halo codecs (one core)"
+go test -tags cpu -cpu 1 -run '^$' -bench 'Codec' -benchtime 5x ./comm | grep -E '^Benchmark' >"$work/codec.txt"
+
 echo "bench: data loading"
 go test -tags cpu -run '^$' -bench 'LoadOGB|ReadH5|Generate' -benchtime 2x ./data | grep -E '^Benchmark' >"$work/data.txt" || true
 
@@ -116,6 +119,17 @@ a2a4=$(mpirun -np 4 "$work/mpicheck" -mode bench 2>&1 | grep -E '^(mode|alltoall
   echo
   echo '```'
   echo "Q=2"; echo "$a2a2"; echo "Q=4"; echo "$a2a4"
+  echo '```'
+  echo
+  echo "## Halo codecs (one core)"
+  echo
+  echo "A block of 100,000 halo rows x 256 float32 features (102 MB). MB/s counts float32 input bytes per second on one core;"
+  echo "CodecCopy is a plain copy of the same bytes, the memory limit. Encode = quantize + pack (quant-b: b bits per value;"
+  echo "quant-16 is bf16) or keep columns (trunc); decode = unpack + dequantize or zero-pad."
+  echo "\`go test -tags cpu -cpu 1 -run '^\$' -bench Codec -benchtime 5x ./comm\`:"
+  echo
+  echo '```'
+  cat "$work/codec.txt"
   echo '```'
   echo
   echo "## Kernels (go test -bench, pure-Go gonum backend)"
