@@ -44,6 +44,7 @@ var (
 	h5Int32   = h5Type{"int32", hdf5.T_INTEGER, 4, hdf5.T_NATIVE_INT32}
 	h5Int64   = h5Type{"int64", hdf5.T_INTEGER, 8, hdf5.T_NATIVE_INT64}
 	h5Float32 = h5Type{"float32", hdf5.T_FLOAT, 4, hdf5.T_NATIVE_FLOAT}
+	h5Float64 = h5Type{"float64", hdf5.T_FLOAT, 8, hdf5.T_NATIVE_DOUBLE}
 )
 
 // withHDF5 runs fn on one locked OS thread with HDF5's automatic error-stack
@@ -69,7 +70,7 @@ func WriteH5(path string, ds *Dataset) error {
 		return err
 	}
 	g := ds.Graph
-	attrs := []h5Attr{
+	attrs := []H5Attr{
 		{"format", h5Format},
 		{"version", int32(h5Version)},
 		{"name", ds.Name},
@@ -78,11 +79,11 @@ func WriteH5(path string, ds *Dataset) error {
 		{"num_features", int32(ds.NumFeatures)},
 		{"num_classes", int32(ds.NumClasses)},
 	}
-	arrays := []h5Array{vec("/graph/indptr", g.Indptr), vec("/graph/indices", g.Indices)}
+	arrays := []H5Array{vec("/graph/indptr", g.Indptr), vec("/graph/indices", g.Indices)}
 	if ds.NumFeatures > 0 {
-		arrays = append(arrays, h5Array{"/node/features", ds.Features, []uint{uint(g.N), uint(ds.NumFeatures)}})
+		arrays = append(arrays, H5Array{"/node/features", ds.Features, []uint{uint(g.N), uint(ds.NumFeatures)}})
 	}
-	arrays = append(arrays, vec("/node/labels", ds.Labels), h5Array{path: "/splits"})
+	arrays = append(arrays, vec("/node/labels", ds.Labels), H5Array{Path: "/splits"})
 	for _, name := range ds.SplitNames() {
 		s := ds.Splits[name]
 		for _, part := range []struct {
@@ -97,7 +98,7 @@ func WriteH5(path string, ds *Dataset) error {
 			arrays = append(arrays, vec("/splits/"+name+"/"+part.name, ids))
 		}
 	}
-	return writeH5Atomic(path, attrs, arrays)
+	return WriteH5File(path, attrs, arrays)
 }
 
 // syncPath fsyncs a file or directory (after HDF5 has closed it).
@@ -125,8 +126,8 @@ func (c *h5Closer) close(what string, fn func() error) {
 }
 
 // writeAttr writes a scalar attribute: a variable-length string (what h5py
-// writes for a Python str, and reads back as str), int32, int64 or uint64
-// (fingerprints, seeds).
+// writes for a Python str, and reads back as str), int32, int64, uint64
+// (fingerprints, seeds) or float64.
 func writeAttr(g *hdf5.Group, name string, val any) (err error) {
 	sp, err := hdf5.CreateDataspace(hdf5.S_SCALAR)
 	if err != nil {
@@ -143,6 +144,8 @@ func writeAttr(g *hdf5.Group, name string, val any) (err error) {
 		dt = hdf5.T_NATIVE_INT64
 	case uint64:
 		dt = hdf5.T_NATIVE_UINT64
+	case float64:
+		dt = hdf5.T_NATIVE_DOUBLE
 	default:
 		return fmt.Errorf("unsupported attribute type %T", val)
 	}
@@ -166,6 +169,8 @@ func writeAttr(g *hdf5.Group, name string, val any) (err error) {
 		return a.Write(&v, dt)
 	case uint64:
 		return a.Write(&v, dt)
+	case float64:
+		return a.Write(&v, dt)
 	}
 	return nil
 }
@@ -173,7 +178,7 @@ func writeAttr(g *hdf5.Group, name string, val any) (err error) {
 // writeArray creates a contiguous, uncompressed dataset (the layout that
 // loads fastest: one read straight into the destination slice) and writes
 // data into it in slabs of at most h5SlabBytes along the first dimension.
-func writeArray[T int32 | int64 | float32](g *hdf5.Group, name string, typ h5Type, data []T, dims []uint) (err error) {
+func writeArray[T H5Elem](g *hdf5.Group, name string, typ h5Type, data []T, dims []uint) (err error) {
 	sp, err := hdf5.CreateSimpleDataspace(dims, nil)
 	if err != nil {
 		return err
@@ -208,7 +213,7 @@ func writeArray[T int32 | int64 | float32](g *hdf5.Group, name string, typ h5Typ
 }
 
 // writeSlab writes rows [lo, hi) of a dataset with the given dims.
-func writeSlab[T int32 | int64 | float32](d *hdf5.Dataset, chunk []T, lo, hi int, dims []uint) error {
+func writeSlab[T H5Elem](d *hdf5.Dataset, chunk []T, lo, hi int, dims []uint) error {
 	offset := make([]uint, len(dims))
 	offset[0] = uint(lo)
 	count := slices.Clone(dims)
@@ -525,7 +530,7 @@ func (r *h5Reader) openAttr(g *hdf5.Group, name string, class hdf5.TypeClass, wa
 // readArray opens the dataset at p, checks its element type and shape
 // against want (a -1 dimension takes any size) and reads it. The shape is
 // checked before allocating, and its byte size against the file size.
-func readArray[T int32 | int64 | float32](r *h5Reader, p string, typ h5Type, want []int64, wantDesc string) ([]T, error) {
+func readArray[T H5Elem](r *h5Reader, p string, typ h5Type, want []int64, wantDesc string) ([]T, error) {
 	if !r.f.LinkExists(p) {
 		return nil, r.errorf(p, "missing dataset, expected %s %s", typ.name, wantDesc)
 	}

@@ -83,10 +83,9 @@ func WritePartition(dir string, ds *Dataset, split string, method string, seed u
 	}
 	var train []int32
 	if split != "" {
-		sp := ds.Splits[split]
-		train = sp.Train
-		meta.splitDigest = digestArrays(sp.Train, sp.Valid, sp.Test)
+		train = ds.Splits[split].Train
 	}
+	meta.splitDigest = splitDigest(ds, split)
 	meta.Stats = b.plan.stats(g, train)
 	meta.Fingerprint = ds.Fingerprint()
 	meta.PartitionID = meta.partitionID()
@@ -101,12 +100,12 @@ func WritePartition(dir string, ds *Dataset, split string, method string, seed u
 	for p := 0; p < q; p++ {
 		s := b.build(p)
 		attrs, arrays := partContent(s, meta)
-		if err := writeH5Atomic(filepath.Join(dir, PartFileName(p)), attrs, arrays); err != nil {
+		if err := WriteH5File(filepath.Join(dir, PartFileName(p)), attrs, arrays); err != nil {
 			return err
 		}
 	}
 	attrs, arrays := metaContent(meta)
-	if err := writeH5Atomic(metaPath, attrs, arrays); err != nil {
+	if err := WriteH5File(metaPath, attrs, arrays); err != nil {
 		return err
 	}
 	removeStaleParts(dir, q)
@@ -125,132 +124,10 @@ func removeStaleParts(dir string, q int) {
 	}
 }
 
-// writeH5Atomic writes an HDF5 file to a temporary file next to path,
-// fsyncs it and renames it over path (as WriteH5 does).
-func writeH5Atomic(path string, attrs []h5Attr, arrays []h5Array) error {
-	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	f.Close()
-	err = withHDF5(func() error { return writeH5Content(tmp, attrs, arrays) })
-	if err == nil {
-		err = syncPath(tmp)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	syncPath(filepath.Dir(path))
-	return nil
-}
-
-// h5Attr is a root attribute: string, int32, int64 or uint64.
-type h5Attr struct {
-	name string
-	val  any
-}
-
-// h5Array is a dataset: data is []int32, []int64 or []float32; nil data
-// stands for an (empty) group at path.
-type h5Array struct {
-	path string // absolute, e.g. "/graph/indptr"
-	data any
-	dims []uint
-}
-
-// writeH5Content writes root attributes and datasets (creating their
-// groups) to a new HDF5 file, closing everything and keeping the first
-// close error.
-func writeH5Content(name string, attrs []h5Attr, arrays []h5Array) (err error) {
-	f, err := hdf5.CreateFile(name, hdf5.F_ACC_TRUNC)
-	if err != nil {
-		return fmt.Errorf("create HDF5 file: %w", err)
-	}
-	var c h5Closer
-	defer func() {
-		c.close("HDF5 file", f.Close)
-		if err == nil {
-			err = c.err
-		}
-	}()
-	root, err := f.OpenGroup("/")
-	if err != nil {
-		return fmt.Errorf("open root group: %w", err)
-	}
-	defer c.close("/", root.Close)
-	for _, a := range attrs {
-		if err := writeAttr(root, a.name, a.val); err != nil {
-			return fmt.Errorf("attribute %s: %w", a.name, err)
-		}
-	}
-	groups := map[string]*hdf5.Group{"/": root}
-	var opened []string // created groups, closed children first
-	defer func() {
-		for i := len(opened) - 1; i >= 0; i-- {
-			c.close(opened[i], groups[opened[i]].Close)
-		}
-	}()
-	// group returns the group at an absolute path, creating it and its
-	// parents as needed.
-	var group func(path string) (*hdf5.Group, error)
-	group = func(path string) (*hdf5.Group, error) {
-		if g := groups[path]; g != nil {
-			return g, nil
-		}
-		parent, err := group(filepath.Dir(path))
-		if err != nil {
-			return nil, err
-		}
-		g, err := parent.CreateGroup(filepath.Base(path))
-		if err != nil {
-			return nil, fmt.Errorf("create %s: %w", path, err)
-		}
-		groups[path] = g
-		opened = append(opened, path)
-		return g, nil
-	}
-	for _, a := range arrays {
-		if a.data == nil { // an empty group
-			if _, err := group(a.path); err != nil {
-				return err
-			}
-			continue
-		}
-		g, err := group(filepath.Dir(a.path))
-		if err != nil {
-			return err
-		}
-		base := filepath.Base(a.path)
-		switch d := a.data.(type) {
-		case []int32:
-			err = writeArray(g, base, h5Int32, d, a.dims)
-		case []int64:
-			err = writeArray(g, base, h5Int64, d, a.dims)
-		case []float32:
-			err = writeArray(g, base, h5Float32, d, a.dims)
-		default:
-			err = fmt.Errorf("unsupported data %T", a.data)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", a.path, err)
-		}
-	}
-	return nil
-}
-
-func vec[T any](path string, data []T) h5Array {
-	return h5Array{path, data, []uint{uint(len(data))}}
-}
-
 // metaContent is meta.h5's attributes and datasets.
-func metaContent(m *PartitionMeta) ([]h5Attr, []h5Array) {
+func metaContent(m *PartitionMeta) ([]H5Attr, []H5Array) {
 	st, q := m.Stats, m.NumParts
-	attrs := []h5Attr{
+	attrs := []H5Attr{
 		{"format", partMetaFormat}, {"version", int32(partVersion)},
 		{"num_parts", int32(q)}, {"method", m.Method}, {"seed", m.Seed},
 		{"dataset_name", m.DatasetName}, {"dataset_fingerprint", m.Fingerprint},
@@ -269,7 +146,7 @@ func metaContent(m *PartitionMeta) ([]h5Attr, []h5Array) {
 			recv = append(recv, int64(r))
 		}
 	}
-	return attrs, []h5Array{
+	return attrs, []H5Array{
 		vec("/parts", m.Parts),
 		vec("/stats/nodes", nodes), vec("/stats/edges", edges), vec("/stats/train_nodes", train),
 		{"/stats/recv_rows", recv, []uint{uint(k), uint(k)}},
@@ -277,8 +154,8 @@ func metaContent(m *PartitionMeta) ([]h5Attr, []h5Array) {
 }
 
 // partContent is part-<p>.h5's attributes and datasets.
-func partContent(s *Shard, m *PartitionMeta) ([]h5Attr, []h5Array) {
-	attrs := []h5Attr{
+func partContent(s *Shard, m *PartitionMeta) ([]H5Attr, []H5Array) {
+	attrs := []H5Attr{
 		{"format", partFileFormat}, {"version", int32(partVersion)},
 		{"part", int32(s.Part)}, {"num_parts", int32(s.NumParts)},
 		{"dataset_fingerprint", m.Fingerprint}, {"partition_id", m.PartitionID}, {"split", m.Split},
@@ -293,7 +170,7 @@ func partContent(s *Shard, m *PartitionMeta) ([]h5Attr, []h5Array) {
 	for i, v := range s.RecvStart {
 		recvStart[i] = int64(v)
 	}
-	arrays := []h5Array{
+	arrays := []H5Array{
 		vec("/owned", s.Owned), vec("/halo", s.Halo), vec("/recv_start", recvStart),
 		vec("/send/indptr", sendPtr), vec("/send/rows", slices.Concat(s.Send...)),
 		vec("/graph/indptr", s.Indptr), vec("/graph/indices", s.Indices),
@@ -301,7 +178,7 @@ func partContent(s *Shard, m *PartitionMeta) ([]h5Attr, []h5Array) {
 		vec("/split/train", s.Train), vec("/split/valid", s.Valid), vec("/split/test", s.Test),
 	}
 	if s.NumFeatures > 0 {
-		arrays = append(arrays, h5Array{"/node/features", s.Features, []uint{uint(len(s.Owned)), uint(s.NumFeatures)}})
+		arrays = append(arrays, H5Array{"/node/features", s.Features, []uint{uint(len(s.Owned)), uint(s.NumFeatures)}})
 	}
 	return attrs, arrays
 }
@@ -311,7 +188,7 @@ func partContent(s *Shard, m *PartitionMeta) ([]h5Attr, []h5Array) {
 func ReadPartitionMeta(dir string) (*PartitionMeta, error) {
 	path := filepath.Join(dir, partMetaName)
 	var m *PartitionMeta
-	err := readH5File(path, partMetaFormat, "not a partition directory; create it with gnn-spmd partition --out "+dir,
+	err := readH5File(path, partMetaFormat, partVersion, "not a partition directory; create it with gnn-spmd partition --out "+dir,
 		func(r *h5Reader, root *hdf5.Group) error {
 			var err error
 			m, err = r.readMeta(root)
@@ -342,7 +219,7 @@ func ReadShard(dir string, part int, wantParts int) (*Shard, *PartitionMeta, err
 	}
 	path := filepath.Join(dir, PartFileName(part))
 	var s *Shard
-	err = readH5File(path, partFileFormat, "the partition in "+dir+" is incomplete; re-run gnn-spmd partition",
+	err = readH5File(path, partFileFormat, partVersion, "the partition in "+dir+" is incomplete; re-run gnn-spmd partition",
 		func(r *h5Reader, root *hdf5.Group) error {
 			var err error
 			s, err = r.readShard(root, m, part)
@@ -352,98 +229,6 @@ func ReadShard(dir string, part int, wantParts int) (*Shard, *PartitionMeta, err
 		return nil, nil, err
 	}
 	return s, m, nil
-}
-
-// readH5File opens path, checks its format and version attributes and runs
-// fn on the root group, all on one HDF5 thread.
-func readH5File(path, format, missingHint string, fn func(r *h5Reader, root *hdf5.Group) error) error {
-	st, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return inputErrorf(path, 0, "", "missing: %s", missingHint)
-	}
-	if err != nil {
-		return inputErrorf(path, 0, "", "cannot open: %v", err)
-	}
-	if st.IsDir() {
-		return inputErrorf(path, 0, "", "is a directory, expected a %s file", format)
-	}
-	r := &h5Reader{path: path, size: st.Size()}
-	return withHDF5(func() error {
-		if !hdf5.IsHDF5(path) {
-			return r.errorf("", "not an HDF5 file (no HDF5 signature), expected a %s file", format)
-		}
-		r.f, err = hdf5.OpenFile(path, hdf5.F_ACC_RDONLY)
-		if err != nil {
-			return r.errorf("", "has an HDF5 signature but cannot be opened: the file is truncated or corrupt")
-		}
-		defer r.f.Close()
-		root, err := r.f.OpenGroup("/")
-		if err != nil {
-			return r.errorf("/", "cannot open the root group: the file is corrupt")
-		}
-		defer root.Close()
-		got, err := r.stringAttr(root, "format")
-		if err != nil {
-			return err
-		}
-		if got != format {
-			return r.errorf("attribute format", "is %q, expected %q", got, format)
-		}
-		v, err := r.intAttr(root, "version")
-		if err != nil {
-			return err
-		}
-		if v != partVersion {
-			return r.errorf("attribute version", "is %d: unsupported version, expected %d", v, partVersion)
-		}
-		return fn(r, root)
-	})
-}
-
-// attrReader reads root attributes, keeping the first error.
-type attrReader struct {
-	r   *h5Reader
-	g   *hdf5.Group
-	err error
-}
-
-func (a *attrReader) int(name string, lo, hi int64) int64 {
-	if a.err != nil {
-		return 0
-	}
-	v, err := a.r.intAttr(a.g, name)
-	if err == nil && (v < lo || v > hi) {
-		err = a.r.errorf("attribute "+name, "is %d, expected a value in [%d, %d]", v, lo, hi)
-	}
-	a.err = err
-	return v
-}
-
-func (a *attrReader) str(name string) string {
-	if a.err != nil {
-		return ""
-	}
-	v, err := a.r.stringAttr(a.g, name)
-	a.err = err
-	return v
-}
-
-func (a *attrReader) u64(name string) uint64 {
-	if a.err != nil {
-		return 0
-	}
-	at, dt, err := a.r.openAttr(a.g, name, hdf5.T_INTEGER, "an integer")
-	if err != nil {
-		a.err = err
-		return 0
-	}
-	defer at.Close()
-	defer dt.Close()
-	var v uint64
-	if err := at.Read(&v, hdf5.T_NATIVE_UINT64); err != nil {
-		a.err = a.r.errorf("attribute "+name, "cannot be read as an unsigned integer: the file is corrupt")
-	}
-	return v
 }
 
 // mustEqual checks an attribute of a part file against meta.h5.
@@ -775,6 +560,23 @@ func (d *Dataset) Fingerprint() uint64 {
 // count, the split and the assignment.
 func (m *PartitionMeta) partitionID() uint64 {
 	return digestArrays([]uint64{m.Fingerprint, uint64(m.NumParts), m.splitDigest}, []byte(m.Split), m.Parts)
+}
+
+// PartitionID is the id that WritePartition would record for assigning the
+// nodes of ds (whose Fingerprint is fingerprint) to q parts under split, so
+// that a partition made on the fly is known by the same id as its directory.
+func PartitionID(ds *Dataset, fingerprint uint64, split string, parts []int32, q int) uint64 {
+	m := &PartitionMeta{Fingerprint: fingerprint, NumParts: q, Split: split, Parts: parts, splitDigest: splitDigest(ds, split)}
+	return m.partitionID()
+}
+
+// splitDigest digests the node ids of a split, 0 for none.
+func splitDigest(ds *Dataset, split string) uint64 {
+	if split == "" {
+		return 0
+	}
+	sp := ds.Splits[split]
+	return digestArrays(sp.Train, sp.Valid, sp.Test)
 }
 
 // digestBlock is the unit of parallel hashing.

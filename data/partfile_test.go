@@ -360,7 +360,7 @@ func TestPartitionFileMalformed(t *testing.T) {
 	cases := []struct {
 		name  string
 		shard func(s *Shard)
-		edit  func(attrs []h5Attr, arrays []h5Array) ([]h5Attr, []h5Array)
+		edit  func(attrs []H5Attr, arrays []H5Array) ([]H5Attr, []H5Array)
 		want  []string
 	}{
 		{name: "owned order", shard: func(s *Shard) { s.Owned[0], s.Owned[1] = s.Owned[1], s.Owned[0] }, want: []string{"/owned: entry 1"}},
@@ -374,38 +374,38 @@ func TestPartitionFileMalformed(t *testing.T) {
 		{name: "split overlap", shard: func(s *Shard) { s.Valid = []int32{s.Train[0]} }, want: []string{"/split/valid: row", "also in train"}},
 		{name: "split range", shard: func(s *Shard) { s.Test = append(s.Test, int32(nOwn)) }, want: []string{"/split/test: entry"}},
 		{name: "send order", shard: func(s *Shard) { s.Send[0][0], s.Send[0][1] = s.Send[0][1], s.Send[0][0] }, want: []string{"/send/rows: entry 1"}},
-		{name: "owned dtype", edit: func(a []h5Attr, arr []h5Array) ([]h5Attr, []h5Array) {
+		{name: "owned dtype", edit: func(a []H5Attr, arr []H5Array) ([]H5Attr, []H5Array) {
 			for i := range arr {
-				if arr[i].path == "/owned" {
+				if arr[i].Path == "/owned" {
 					w := make([]int64, nOwn)
-					arr[i].data = w
+					arr[i].Data = w
 				}
 			}
 			return a, arr
 		}, want: []string{"/owned: has element type integer of 8 bytes, expected int32"}},
-		{name: "missing dataset", edit: func(a []h5Attr, arr []h5Array) ([]h5Attr, []h5Array) {
-			return a, slices.DeleteFunc(arr, func(x h5Array) bool { return x.path == "/graph/indices" })
+		{name: "missing dataset", edit: func(a []H5Attr, arr []H5Array) ([]H5Attr, []H5Array) {
+			return a, slices.DeleteFunc(arr, func(x H5Array) bool { return x.Path == "/graph/indices" })
 		}, want: []string{"/graph/indices: missing dataset"}},
-		{name: "short halo", edit: func(a []h5Attr, arr []h5Array) ([]h5Attr, []h5Array) {
+		{name: "short halo", edit: func(a []H5Attr, arr []H5Array) ([]H5Attr, []H5Array) {
 			for i := range arr {
-				if arr[i].path == "/halo" {
-					arr[i].data = arr[i].data.([]int32)[1:]
-					arr[i].dims = []uint{arr[i].dims[0] - 1}
+				if arr[i].Path == "/halo" {
+					arr[i].Data = arr[i].Data.([]int32)[1:]
+					arr[i].Dims = []uint{arr[i].Dims[0] - 1}
 				}
 			}
 			return a, arr
 		}, want: []string{"/halo: has shape"}},
-		{name: "missing attribute", edit: func(a []h5Attr, arr []h5Array) ([]h5Attr, []h5Array) {
-			return slices.DeleteFunc(a, func(x h5Attr) bool { return x.name == "partition_id" }), arr
+		{name: "missing attribute", edit: func(a []H5Attr, arr []H5Array) ([]H5Attr, []H5Array) {
+			return slices.DeleteFunc(a, func(x H5Attr) bool { return x.Name == "partition_id" }), arr
 		}, want: []string{"attribute partition_id: missing"}},
-		{name: "wrong format", edit: func(a []h5Attr, arr []h5Array) ([]h5Attr, []h5Array) {
-			a[0].val = partMetaFormat
+		{name: "wrong format", edit: func(a []H5Attr, arr []H5Array) ([]H5Attr, []H5Array) {
+			a[0].Val = partMetaFormat
 			return a, arr
 		}, want: []string{`attribute format: is "gnn-spmd-partition", expected "gnn-spmd-partition-part"`}},
-		{name: "global count", edit: func(a []h5Attr, arr []h5Array) ([]h5Attr, []h5Array) {
+		{name: "global count", edit: func(a []H5Attr, arr []H5Array) ([]H5Attr, []H5Array) {
 			for i := range a {
-				if a[i].name == "global_test" {
-					a[i].val = int64(1)
+				if a[i].Name == "global_test" {
+					a[i].Val = int64(1)
 				}
 			}
 			return a, arr
@@ -420,7 +420,7 @@ func TestPartitionFileMalformed(t *testing.T) {
 		if c.edit != nil {
 			attrs, arrays = c.edit(attrs, arrays)
 		}
-		if err := writeH5Atomic(path, attrs, arrays); err != nil {
+		if err := WriteH5File(path, attrs, arrays); err != nil {
 			t.Fatal(err)
 		}
 		_, _, err := ReadShard(dir, p, 3)
@@ -428,7 +428,7 @@ func TestPartitionFileMalformed(t *testing.T) {
 	}
 	// The unmodified content reads back.
 	attrs, arrays := partContent(clone(), m)
-	if err := writeH5Atomic(path, attrs, arrays); err != nil {
+	if err := WriteH5File(path, attrs, arrays); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := ReadShard(dir, p, 3); err != nil {
@@ -469,7 +469,7 @@ func TestPartitionFileMetaMalformed(t *testing.T) {
 		mm.Stats = &st
 		c.edit(&mm)
 		attrs, arrays := metaContent(&mm)
-		if err := writeH5Atomic(path, attrs, arrays); err != nil {
+		if err := WriteH5File(path, attrs, arrays); err != nil {
 			t.Fatal(err)
 		}
 		_, err := ReadPartitionMeta(dir)
