@@ -3,6 +3,7 @@ package gnn
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
 )
@@ -82,6 +83,33 @@ func (s *Adaptive) Rates(_ int, rates []float64) {
 		return
 	}
 	copy(rates, s.rates)
+}
+
+// AdaptiveState is what an Adaptive schedule has learned from the epochs
+// so far: the smoothed ||g|| / loss with its running minimum and maximum,
+// and per layer the rate chosen for the next epoch and the last lossy
+// measurement (error and rate). The slices are empty before the first
+// observation.
+type AdaptiveState struct {
+	Smoothed, GMin, GMax   float64
+	Rates, RefErr, RefRate []float64
+}
+
+// State returns a copy of the schedule's state, for a checkpoint.
+func (s *Adaptive) State() AdaptiveState {
+	return AdaptiveState{s.smoothed, s.gmin, s.gmax, slices.Clone(s.rates), slices.Clone(s.refErr), slices.Clone(s.refRate)}
+}
+
+// SetState restores a state taken by State (copying it), so that the
+// schedule continues as the one it was taken from.
+func (s *Adaptive) SetState(st AdaptiveState) error {
+	n := len(st.Rates)
+	if len(st.RefErr) != n || len(st.RefRate) != n {
+		return fmt.Errorf("adaptive schedule state: %d rates, %d reference errors and %d reference rates, expected equal counts", n, len(st.RefErr), len(st.RefRate))
+	}
+	s.smoothed, s.gmin, s.gmax = st.Smoothed, st.GMin, st.GMax
+	s.rates, s.refErr, s.refRate = slices.Clone(st.Rates), slices.Clone(st.RefErr), slices.Clone(st.RefRate)
+	return nil
 }
 
 // ladder lists the rates Adaptive chooses from, most compressed first.

@@ -54,6 +54,37 @@ type Param struct {
 	Decay      bool // weight decay applies (weights yes, biases no)
 }
 
+// paramNames names layer l's parameters: the self weight (SAGE only, ""
+// for GCN), the neighbour weight and the bias.
+func paramNames(model string, l int) (self, neigh, bias string) {
+	bias = fmt.Sprintf("layer%d.bias", l)
+	if model == "sage" {
+		return fmt.Sprintf("layer%d.self_weight", l), fmt.Sprintf("layer%d.neigh_weight", l), bias
+	}
+	return "", fmt.Sprintf("layer%d.weight", l), bias
+}
+
+// ParamShape names a parameter and gives its shape.
+type ParamShape struct {
+	Name       string
+	Rows, Cols int
+}
+
+// ParamShapes lists the parameters of a model with this config, in the
+// order of Model.Params, without building the model.
+func (c ModelConfig) ParamShapes() []ParamShape {
+	dims := c.Dims()
+	var s []ParamShape
+	for l := 0; l < c.Layers; l++ {
+		self, neigh, bias := paramNames(c.Model, l)
+		if self != "" {
+			s = append(s, ParamShape{self, dims[l], dims[l+1]})
+		}
+		s = append(s, ParamShape{neigh, dims[l], dims[l+1]}, ParamShape{bias, 1, dims[l+1]})
+	}
+	return s
+}
+
 func newParam(name string, rows, cols int, decay bool) *Param {
 	n := rows * cols
 	return &Param{Name: name, Rows: rows, Cols: cols, Decay: decay,
@@ -118,13 +149,12 @@ func NewModel(cfg ModelConfig, local *Local, dev kernels.Device) (*Model, error)
 		in, out := dims[l], dims[l+1]
 		widest = max(widest, in, out)
 		ly := &layer{in: in, out: out, last: l == cfg.Layers-1, isSAGE: cfg.Model == "sage", projectFirst: out < in}
+		self, neigh, bias := paramNames(cfg.Model, l)
 		if ly.isSAGE {
-			ly.self = newParam(fmt.Sprintf("layer%d.self_weight", l), in, out, true)
-			ly.neigh = newParam(fmt.Sprintf("layer%d.neigh_weight", l), in, out, true)
-		} else {
-			ly.neigh = newParam(fmt.Sprintf("layer%d.weight", l), in, out, true)
+			ly.self = newParam(self, in, out, true)
 		}
-		ly.bias = newParam(fmt.Sprintf("layer%d.bias", l), 1, out, false)
+		ly.neigh = newParam(neigh, in, out, true)
+		ly.bias = newParam(bias, 1, out, false)
 		for _, p := range []*Param{ly.self, ly.neigh} {
 			if p != nil {
 				glorot(rng, p)

@@ -91,6 +91,20 @@ type Summary struct {
 	BestValAUC, TestAtBestValAUC float64
 }
 
+// add accounts for one finished epoch.
+func (s *Summary) add(st EpochStats) {
+	if st.ValAcc > s.BestValAcc {
+		s.BestValAcc, s.BestEpoch, s.TestAtBestVal = st.ValAcc, st.Epoch, st.TestAcc
+	}
+	if st.HasAUC && st.ValAUC > s.BestValAUC {
+		s.BestValAUC, s.TestAtBestValAUC = st.ValAUC, st.TestAUC
+	}
+	s.FinalTestAcc = st.TestAcc
+	f, b := st.TotalBytes()
+	s.BytesTotal += f + b
+	s.Epochs = st.Epoch + 1
+}
+
 // Trainer runs full-batch training of one model on one rank.
 type Trainer struct {
 	Model  *Model
@@ -101,6 +115,10 @@ type Trainer struct {
 	// (and of evaluation passes with EvalCompressed) at its schedule's rate.
 	Compress *Compression
 	step     int
+	// next is the first epoch Run trains and past the summary of the
+	// epochs before it (both set by Resume).
+	next int
+	past Summary
 	// scal holds everything reduced over ranks once per epoch: loss,
 	// correct counts, then per layer the training bytes (forward,
 	// backward), the evaluation bytes, and the compression error sums.
@@ -148,7 +166,26 @@ func NewTrainer(m *Model, cfg TrainConfig, halo Halo, reduce Reducer) (*Trainer,
 	if m.Config.Classes == 2 {
 		n += 2 * 2 * kernels.ScoreBins
 	}
-	return &Trainer{Model: m, Config: cfg, Halo: halo, Reduce: reduce, scal: make([]float64, n)}, nil
+	return &Trainer{Model: m, Config: cfg, Halo: halo, Reduce: reduce, scal: make([]float64, n),
+		past: Summary{BestValAcc: -1, BestValAUC: -1}}, nil
+}
+
+// Step is the number of optimizer steps taken (Adam's t).
+func (t *Trainer) Step() int { return t.step }
+
+// Resume makes Run continue a run whose epochs in history are done: the
+// caller has restored the parameters, Adam's moments and the schedule's
+// state from that run; Resume sets Adam's step and accounts the history in
+// the summary.
+func (t *Trainer) Resume(step int, history []EpochStats) error {
+	if len(history) > t.Config.Epochs {
+		return fmt.Errorf("resume after %d epochs of a %d-epoch run", len(history), t.Config.Epochs)
+	}
+	t.step, t.next = step, len(history)
+	for _, st := range history {
+		t.past.add(st)
+	}
+	return nil
 }
 
 // block returns layer-indexed block b of scal.
@@ -302,26 +339,18 @@ func (t *Trainer) count(logits *kernels.Mat) {
 	}
 }
 
-// Run trains for Config.Epochs epochs, calling report (if non-nil) after
-// each; a report error stops training.
+// Run trains until Config.Epochs epochs are done (from the first, or after
+// those given to Resume), calling report (if non-nil) after each; a report
+// error stops training.
 func (t *Trainer) Run(report func(EpochStats) error) (Summary, error) {
 	start := time.Now()
-	s := Summary{BestValAcc: -1, BestValAUC: -1}
-	for e := 0; e < t.Config.Epochs; e++ {
+	s := t.past
+	for e := t.next; e < t.Config.Epochs; e++ {
 		st, err := t.Epoch(e)
 		if err != nil {
 			return s, err
 		}
-		if st.ValAcc > s.BestValAcc {
-			s.BestValAcc, s.BestEpoch, s.TestAtBestVal = st.ValAcc, e, st.TestAcc
-		}
-		if st.HasAUC && st.ValAUC > s.BestValAUC {
-			s.BestValAUC, s.TestAtBestValAUC = st.ValAUC, st.TestAUC
-		}
-		s.FinalTestAcc = st.TestAcc
-		f, b := st.TotalBytes()
-		s.BytesTotal += f + b
-		s.Epochs = e + 1
+		s.add(st)
 		if report != nil {
 			if err := report(st); err != nil {
 				return s, err

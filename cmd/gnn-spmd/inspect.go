@@ -6,22 +6,28 @@ import (
 	"io"
 	"os"
 
+	"github.com/gnn-spmd/gnn-spmd/ckpt"
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/gnn"
 )
 
 func runInspect(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("inspect", "inspect [--json] PATH   (a partition directory or a .h5 dataset)", stderr)
+	fs := newFlags("inspect", "inspect [--json] [--verify] PATH   (a partition directory, a .h5 dataset or a checkpoint)", stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	verify := fs.Bool("verify", false, "check a checkpoint's internal consistency: print ok, or the first problem (exit 2)")
 	if err := fs.parseFlagsOnly(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usagef("inspect: expected one PATH (a partition directory or a .h5 dataset), got %d arguments", fs.NArg())
+		return usagef("inspect: expected one PATH (a partition directory, a .h5 dataset or a checkpoint), got %d arguments", fs.NArg())
 	}
 	path := fs.Arg(0)
 	st, err := os.Stat(path)
 	if err != nil {
-		return &data.InputError{File: path, Msg: "cannot open: expected a partition directory or a .h5 dataset"}
+		return &data.InputError{File: path, Msg: "cannot open: expected a partition directory, a .h5 dataset or a checkpoint"}
+	}
+	if *verify || (!st.IsDir() && data.H5FileFormat(path) == ckpt.Format) {
+		return inspectCheckpoint(path, *asJSON, *verify, stdout)
 	}
 	if st.IsDir() {
 		meta, err := data.ReadPartitionMeta(path)
@@ -107,4 +113,75 @@ func printJSON(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintln(w, string(b))
 	return err
+}
+
+// inspectCheckpoint summarises a checkpoint, or with verify checks it.
+func inspectCheckpoint(path string, asJSON, verify bool, stdout io.Writer) error {
+	c, err := ckpt.Read(path)
+	if err != nil {
+		return err
+	}
+	if verify {
+		if err := c.Verify(path); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintln(stdout, "ok")
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, checkpointSummary(c))
+	}
+	cfg := &c.Config
+	fmt.Fprintf(stdout, "checkpoint %s: epoch %d of %d, adam step %d; dataset %s (fingerprint %016x), %d ranks, partition %s (id %016x)\n",
+		path, c.Epoch, cfg.Epochs, c.Step, c.DatasetName, cfg.DatasetFingerprint, cfg.Ranks, cfg.PartitionMethod, cfg.PartitionID)
+	fmt.Fprintf(stdout, "config: %s\n", cfg.Text())
+	for _, p := range c.Params {
+		fmt.Fprintf(stdout, "param %-20s float32 [%d, %d]\n", p.Name, p.Rows, p.Cols)
+	}
+	if n := len(c.History); n > 0 {
+		s := c.History[n-1]
+		fmt.Fprintf(stdout, "last epoch %d: loss %.4f, train %.4f, val %.4f, test %.4f, halo bytes %s in all\n",
+			s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, humanBytes(bytesCum(c.History)))
+	}
+	return nil
+}
+
+type paramSummary struct {
+	Name  string `json:"name"`
+	DType string `json:"dtype"`
+	Shape []int  `json:"shape"`
+}
+
+type ckptSummary struct {
+	Format      string         `json:"format"`
+	Version     int            `json:"version"`
+	Epoch       int            `json:"epoch"`
+	AdamStep    int            `json:"adam_step"`
+	DatasetName string         `json:"dataset_name"`
+	Config      map[string]any `json:"config"`
+	Params      []paramSummary `json:"params"`
+	Last        *metricsRow    `json:"last_epoch,omitempty"`
+}
+
+func checkpointSummary(c *ckpt.Checkpoint) ckptSummary {
+	s := ckptSummary{Format: ckpt.Format, Version: ckpt.Version, Epoch: c.Epoch, AdamStep: c.Step,
+		DatasetName: c.DatasetName, Config: c.Config.Map()}
+	for _, p := range c.Params {
+		s.Params = append(s.Params, paramSummary{p.Name, "float32", []int{p.Rows, p.Cols}})
+	}
+	if n := len(c.History); n > 0 {
+		row := newMetricsRow(c.History[n-1], bytesCum(c.History))
+		s.Last = &row
+	}
+	return s
+}
+
+// bytesCum is the halo bytes of all epochs in h.
+func bytesCum(h []gnn.EpochStats) int64 {
+	var n int64
+	for _, s := range h {
+		f, b := s.TotalBytes()
+		n += f + b
+	}
+	return n
 }

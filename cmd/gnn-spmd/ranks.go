@@ -34,6 +34,10 @@ type jobInfo struct {
 	partition          string
 	haloRows           int // received per layer, summed over ranks
 	loadSeconds        float64
+	// The run's identity for checkpoints (set by identify or fromMeta).
+	partMethod               string
+	partSeed                 uint64
+	fingerprint, partitionID uint64
 }
 
 // loadDataset reads --data, applies --normalize-features and picks the split.
@@ -145,19 +149,22 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 			return err
 		}
 		info.fromDataset(ds, split)
+		var parts []int32
 		if q == 1 && !f.noComm {
 			// One rank, whole graph: no shard copies.
 			if single, err = gnn.SingleProcess(ds, split, f.model); err != nil {
 				return usagef("train: %v", err)
 			}
 		} else {
-			parts, err := data.Partition(ds, split, q, f.partition, f.partitionSeed)
-			if err != nil {
+			if parts, err = data.Partition(ds, split, q, f.partition, f.partitionSeed); err != nil {
 				return err
 			}
 			if shards, err = data.BuildShards(ds, split, parts, q); err != nil {
 				return err
 			}
+		}
+		if f.checkpointing() {
+			info.identify(f, ds, split, parts)
 		}
 	}
 	info.loadSeconds = time.Since(start).Seconds()
@@ -167,8 +174,15 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 		}
 	}
 
+	ck, err := f.newCheckpointer(&info)
+	if err != nil {
+		return err
+	}
 	rep := newReporter(f, info, stdout)
 	defer rep.close()
+	if err := rep.replay(ck); err != nil {
+		return err
+	}
 	stop, err := f.startProfile()
 	if err != nil {
 		return err
@@ -180,7 +194,10 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 			return err
 		}
 		defer job.dev.Close()
-		sum, err := job.trainer.Run(rep.epoch)
+		if err := ck.restore(job.trainer); err != nil {
+			return err
+		}
+		sum, err := job.trainer.Run(ck.report(rep, job.trainer))
 		if err != nil {
 			return err
 		}
@@ -201,9 +218,12 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 			return err
 		}
 		defer job.dev.Close()
+		if err := ck.restore(job.trainer); err != nil {
+			return err
+		}
 		report := func(gnn.EpochStats) error { return nil }
 		if r == 0 {
-			report = rep.epoch
+			report = ck.report(rep, job.trainer)
 		}
 		s, err := job.trainer.Run(report)
 		if r == 0 {
@@ -229,7 +249,7 @@ func trainMPI(f *trainFlags, stdout, stderr io.Writer) error {
 	rank, q := c.Rank(), c.Size()
 	start := time.Now()
 	info := jobInfo{ranks: q, partition: f.partition}
-	job, setupErr := f.setupMPIRank(c, &info)
+	job, ck, setupErr := f.setupMPIRank(c, &info)
 	info.loadSeconds = time.Since(start).Seconds()
 	if err := agree(c, setupErr); err != nil {
 		// mpirun ends the job at the first non-zero exit, so the reporting
@@ -256,14 +276,17 @@ func trainMPI(f *trainFlags, stdout, stderr io.Writer) error {
 	if rank != 0 {
 		out = io.Discard
 	}
+	report := func(gnn.EpochStats) error { return nil }
 	var rep *reporter
 	if rank == 0 {
 		rep = newReporter(f, info, out)
 		defer rep.close()
-	}
-	report := func(s gnn.EpochStats) error { return rep.epoch(s) }
-	if rank != 0 {
-		report = func(gnn.EpochStats) error { return nil }
+		if err := rep.replay(ck); err != nil {
+			fmt.Fprintf(stderr, "gnn-spmd: %v\n", err)
+			c.Abort(exitFailure)
+			return &silentExit{code: exitFailure}
+		}
+		report = ck.report(rep, job.trainer)
 	}
 	sum, err := job.trainer.Run(report)
 	if err != nil {
@@ -278,37 +301,52 @@ func trainMPI(f *trainFlags, stdout, stderr io.Writer) error {
 }
 
 // setupMPIRank loads this rank's shard (its part file, or the dataset
-// partitioned on the fly) and builds its job.
-func (f *trainFlags) setupMPIRank(c comm.Comm, info *jobInfo) (*rankJob, error) {
+// partitioned on the fly), reads --resume and builds its job.
+func (f *trainFlags) setupMPIRank(c comm.Comm, info *jobInfo) (*rankJob, *checkpointer, error) {
 	rank, q := c.Rank(), c.Size()
 	var sh *data.Shard
 	if f.parts != "" {
 		s, meta, err := data.ReadShard(f.parts, rank, q)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		sh = s
 		info.fromMeta(meta)
 	} else {
 		ds, split, err := f.loadDataset()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		info.fromDataset(ds, split)
 		parts, err := data.Partition(ds, split, q, f.partition, f.partitionSeed)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if sh, err = data.BuildShard(ds, split, parts, q, rank); err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if f.checkpointing() {
+			info.identify(f, ds, split, parts)
 		}
 	}
 	sh, local, err := f.localView(sh)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	info.haloRows = len(sh.Halo)
-	return f.newRankJob(c, local, sh, f.threadsPerRank(1))
+	ck, err := f.newCheckpointer(info)
+	if err != nil {
+		return nil, nil, err
+	}
+	job, err := f.newRankJob(c, local, sh, f.threadsPerRank(1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ck.restore(job.trainer); err != nil {
+		job.dev.Close()
+		return nil, nil, err
+	}
+	return job, ck, nil
 }
 
 // agree makes every rank learn whether any rank failed its setup. The lowest
@@ -379,4 +417,6 @@ func (i *jobInfo) fromMeta(m *data.PartitionMeta) {
 	i.features, i.classes, i.split = m.NumFeatures, m.NumClasses, m.Split
 	i.train, i.valid, i.test = m.GlobalTrain, m.GlobalValid, m.GlobalTest
 	i.partition = m.Method + " (from file)"
+	i.partMethod, i.partSeed = m.Method, m.Seed
+	i.fingerprint, i.partitionID = m.Fingerprint, m.PartitionID
 }

@@ -31,10 +31,13 @@ type trainFlags struct {
 	kappa                     float64
 	slope                     float64
 	evalCompressed            bool
+	// checkpoints
+	checkpoint, resume    string
+	checkpointEvery, keep int
 }
 
 func runTrain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("train", "train --data PATH [--split NAME] [--model sage|gcn] [--layers N] [--hidden N] [--epochs N] [--lr F] [--weight-decay F] [--dropout F] [--seed N] [--metrics FILE] [--quiet] [--ranks Q] [--partition random|metis] [--parts DIR] [--no-comm]", stderr)
+	fs := newFlags("train", "train --data PATH [--split NAME] [--model sage|gcn] [--layers N] [--hidden N] [--epochs N] [--lr F] [--weight-decay F] [--dropout F] [--seed N] [--metrics FILE] [--quiet] [--ranks Q] [--partition random|metis] [--parts DIR] [--no-comm] [--checkpoint FILE [--checkpoint-every N] [--keep K]] [--resume FILE]", stderr)
 	var f trainFlags
 	def := gnn.DefaultTrainConfig()
 	fs.StringVar(&f.data, "data", "", "dataset: an OGB-layout directory or a .h5 file (not needed with --parts)")
@@ -67,6 +70,10 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&f.slope, "slope", 5, "varco: slope s of r(t) = max(rmax - s*t*(rmax-rmin)/(T-2), rmin)")
 	fs.BoolVar(&f.evalCompressed, "eval-compressed", false, "evaluate under the current rate (as the VARCO authors did) instead of at full precision")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")
+	fs.StringVar(&f.checkpoint, "checkpoint", "", "write an HDF5 checkpoint to this file (rank 0) every --checkpoint-every epochs and after the last")
+	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 10, "epochs between checkpoints")
+	fs.IntVar(&f.keep, "keep", 1, "checkpoints kept: FILE (newest), then FILE.1 ... FILE.<K-1>")
+	fs.StringVar(&f.resume, "resume", "", "continue the run saved in this checkpoint; every other flag must be as in that run")
 	f.build = buildFlags(fs.FlagSet)
 	if err := fs.parse(args); err != nil {
 		return err
@@ -96,6 +103,10 @@ func (f *trainFlags) check() error {
 		return usagef("train: --partition: got %q, expected random or metis", f.partition)
 	case f.parts != "" && f.normalize:
 		return usagef("train: --normalize-features applies when loading --data, not to a --parts directory")
+	case f.checkpointEvery < 1:
+		return usagef("train: --checkpoint-every: got %d, expected >= 1", f.checkpointEvery)
+	case f.keep < 1:
+		return usagef("train: --keep: got %d, expected >= 1", f.keep)
 	}
 	if f.codecBwd == "" {
 		f.codecBwd = f.codec
@@ -226,9 +237,8 @@ func (r *reporter) write(v any) error {
 }
 
 func (r *reporter) epoch(s gnn.EpochStats) error {
-	fwd, bwd := s.TotalBytes()
-	r.bytesCum += fwd + bwd
 	if !r.quiet {
+		fwd, bwd := s.TotalBytes()
 		line := fmt.Sprintf("epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  %.3fs", s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds)
 		if s.HasAUC {
 			line += fmt.Sprintf("  auc val %.4f test %.4f", s.ValAUC, s.TestAUC)
@@ -241,32 +251,48 @@ func (r *reporter) epoch(s gnn.EpochStats) error {
 		}
 		fmt.Fprintln(r.out, line)
 	}
-	return r.write(struct {
-		Epoch          int       `json:"epoch"`
-		Loss           float64   `json:"loss"`
-		TrainAcc       float64   `json:"train_acc"`
-		ValAcc         float64   `json:"val_acc"`
-		TestAcc        float64   `json:"test_acc"`
-		EpochSeconds   float64   `json:"epoch_seconds"`
-		CommSeconds    float64   `json:"comm_seconds"`
-		HaloSeconds    float64   `json:"halo_seconds"`
-		CodecSeconds   float64   `json:"compress_seconds"`
-		ComputeSeconds float64   `json:"compute_seconds"`
-		BytesFwd       int64     `json:"bytes_fwd"`
-		BytesBwd       int64     `json:"bytes_bwd"`
-		BytesCum       int64     `json:"bytes_cum"`
-		BytesFwdLayer  []int64   `json:"bytes_fwd_layer"`
-		BytesBwdLayer  []int64   `json:"bytes_bwd_layer"`
-		BytesEval      []int64   `json:"bytes_eval_layer"`
-		Ratio          []float64 `json:"ratio"`
-		Bits           []int     `json:"bits"`
-		CompError      []float64 `json:"comp_error"`
-		GradNorm       float64   `json:"grad_norm"`
-		ValAUC         *float64  `json:"val_auc,omitempty"`
-		TestAUC        *float64  `json:"test_auc,omitempty"`
-	}{s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds, s.CommSeconds, s.HaloSeconds, s.CodecSeconds,
-		s.Seconds - s.CommSeconds - s.CodecSeconds, fwd, bwd, r.bytesCum, s.BytesFwd, s.BytesBwd, s.BytesEval,
-		s.Rates, s.Bits, s.CompError, s.GradNorm, auc(s.HasAUC, s.ValAUC), auc(s.HasAUC, s.TestAUC)})
+	return r.record(s)
+}
+
+// record writes an epoch's metrics line.
+func (r *reporter) record(s gnn.EpochStats) error {
+	fwd, bwd := s.TotalBytes()
+	r.bytesCum += fwd + bwd
+	return r.write(newMetricsRow(s, r.bytesCum))
+}
+
+// metricsRow is one epoch's line of the --metrics file.
+type metricsRow struct {
+	Epoch          int       `json:"epoch"`
+	Loss           float64   `json:"loss"`
+	TrainAcc       float64   `json:"train_acc"`
+	ValAcc         float64   `json:"val_acc"`
+	TestAcc        float64   `json:"test_acc"`
+	EpochSeconds   float64   `json:"epoch_seconds"`
+	CommSeconds    float64   `json:"comm_seconds"`
+	HaloSeconds    float64   `json:"halo_seconds"`
+	CodecSeconds   float64   `json:"compress_seconds"`
+	ComputeSeconds float64   `json:"compute_seconds"`
+	BytesFwd       int64     `json:"bytes_fwd"`
+	BytesBwd       int64     `json:"bytes_bwd"`
+	BytesCum       int64     `json:"bytes_cum"`
+	BytesFwdLayer  []int64   `json:"bytes_fwd_layer"`
+	BytesBwdLayer  []int64   `json:"bytes_bwd_layer"`
+	BytesEval      []int64   `json:"bytes_eval_layer"`
+	Ratio          []float64 `json:"ratio"`
+	Bits           []int     `json:"bits"`
+	CompError      []float64 `json:"comp_error"`
+	GradNorm       float64   `json:"grad_norm"`
+	ValAUC         *float64  `json:"val_auc,omitempty"`
+	TestAUC        *float64  `json:"test_auc,omitempty"`
+}
+
+// newMetricsRow is the metrics line of s, after bytesCum halo bytes in all.
+func newMetricsRow(s gnn.EpochStats, bytesCum int64) metricsRow {
+	fwd, bwd := s.TotalBytes()
+	return metricsRow{s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds, s.CommSeconds, s.HaloSeconds, s.CodecSeconds,
+		s.Seconds - s.CommSeconds - s.CodecSeconds, fwd, bwd, bytesCum, s.BytesFwd, s.BytesBwd, s.BytesEval,
+		s.Rates, s.Bits, s.CompError, s.GradNorm, auc(s.HasAUC, s.ValAUC), auc(s.HasAUC, s.TestAUC)}
 }
 
 func (r *reporter) summary(s gnn.Summary) error {

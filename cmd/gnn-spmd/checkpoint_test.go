@@ -1,0 +1,370 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gnn-spmd/gnn-spmd/ckpt"
+)
+
+// genGraph writes a generated 2000-node, 4-class graph into dir.
+func genGraph(t *testing.T, dir, seed string) string {
+	t.Helper()
+	g := filepath.Join(dir, "g"+seed+".h5")
+	if code, _, stderr := runCLI("gen", "--out", g, "--nodes", "2000", "--classes", "4", "--features", "16", "--seed", seed); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	return g
+}
+
+// untimedMetrics reads a metrics file with the timing fields (and the
+// memory high-water mark) removed, each line re-encoded with sorted keys
+// and the numbers exactly as written.
+func untimedMetrics(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		for k := range m {
+			if strings.HasSuffix(k, "seconds") || k == "max_rss_mb" {
+				delete(m, k)
+			}
+		}
+		e, _ := json.Marshal(m)
+		out = append(out, string(e))
+	}
+	return out
+}
+
+func readCheckpoint(t *testing.T, path string) *ckpt.Checkpoint {
+	t.Helper()
+	c, err := ckpt.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestCheckpointResume: runs resumed from the checkpoints after epochs 5 and
+// 10 of a 12-epoch, 2-rank run write the same metrics, bit for bit but for
+// the timings, as the uninterrupted run, for full communication (with
+// dropout) and for quant under the varco and adaptive schedules; so does the
+// run that wrote the checkpoints.
+func TestCheckpointResume(t *testing.T) {
+	g := genGraph(t, t.TempDir(), "3")
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"full", []string{"--dropout", "0.3"}},
+		{"quant-varco", []string{"--codec", "quant", "--schedule", "varco"}},
+		{"quant-adaptive", []string{"--codec", "quant", "--schedule", "adaptive"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			run := func(metrics string, extra ...string) string {
+				m := filepath.Join(dir, metrics)
+				args := append([]string{"train", "--data", g, "--ranks", "2", "--epochs", "12", "--hidden", "8", "--quiet", "--metrics", m}, c.args...)
+				if code, _, stderr := runCLI(append(args, extra...)...); code != 0 {
+					t.Fatalf("%v: %s", extra, stderr)
+				}
+				return m
+			}
+			ck := filepath.Join(dir, "c.h5")
+			want := untimedMetrics(t, run("plain.jsonl"))
+			saved := run("saved.jsonl", "--checkpoint", ck, "--checkpoint-every", "5", "--keep", "3")
+			for file, epoch := range map[string]int{ck: 12, ck + ".1": 10, ck + ".2": 5} {
+				if got := readCheckpoint(t, file).Epoch; got != epoch {
+					t.Errorf("%s holds epoch %d, want %d", file, got, epoch)
+				}
+			}
+			if tmp, _ := filepath.Glob(ck + ".tmp-*"); len(tmp) > 0 {
+				t.Errorf("temporary files left: %v", tmp)
+			}
+			for _, m := range []string{saved, run("from10.jsonl", "--resume", ck+".1"), run("from5.jsonl", "--resume", ck+".2")} {
+				got := untimedMetrics(t, m)
+				if len(got) != len(want) {
+					t.Fatalf("%s: %d lines, want %d", m, len(got), len(want))
+				}
+				for i := range want {
+					if got[i] != want[i] {
+						t.Errorf("%s line %d:\n got %s\nwant %s", filepath.Base(m), i+1, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestMPIResume: under mpirun, where every rank reads the checkpoint, the
+// resumed adaptive run writes the uninterrupted run's metrics.
+func TestMPIResume(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	ck := filepath.Join(dir, "c.h5")
+	run := func(metrics string, extra ...string) []string {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		m := filepath.Join(dir, metrics)
+		args := []string{"train", "--data", g, "--epochs", "8", "--hidden", "8", "--quiet", "--codec", "quant", "--schedule", "adaptive", "--metrics", m}
+		if b, err := mpirunCmd(ctx, t, 2, append(args, extra...)...).CombinedOutput(); err != nil {
+			t.Fatalf("mpirun %v: %v\n%s", extra, err, b)
+		}
+		return untimedMetrics(t, m)
+	}
+	want := run("saved.jsonl", "--checkpoint", ck, "--checkpoint-every", "5", "--keep", "2")
+	got := run("resumed.jsonl", "--resume", ck+".1")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("resumed metrics\n%s\nuninterrupted\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// wantBadInput checks exit code 2 and a one-line error holding every want.
+func wantBadInput(t *testing.T, code int, stderr string, want ...string) {
+	t.Helper()
+	t.Log(strings.TrimSpace(stderr))
+	if code != exitBadInput {
+		t.Fatalf("exit code %d, want %d; stderr: %s", code, exitBadInput, stderr)
+	}
+	if n := strings.Count(stderr, "\n"); n != 1 {
+		t.Errorf("want a one-line error, got %d lines: %q", n, stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("error %q does not name %q", stderr, w)
+		}
+	}
+}
+
+// smallRun trains 4 epochs on 2 ranks with a checkpoint every 2 epochs; the
+// returned arguments (without --checkpoint) resume it.
+func smallRun(t *testing.T, g, ck string) []string {
+	t.Helper()
+	args := []string{"train", "--data", g, "--ranks", "2", "--epochs", "4", "--hidden", "8", "--quiet"}
+	if code, _, stderr := runCLI(append(args, "--checkpoint", ck, "--checkpoint-every", "2")...); code != 0 {
+		t.Fatalf("train: %s", stderr)
+	}
+	return args
+}
+
+// TestResumeRefused: a checkpoint of another configuration, dataset, world
+// size or partition is refused with one line naming the field, before
+// anything is written.
+func TestResumeRefused(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	ck := filepath.Join(dir, "c.h5")
+	args := smallRun(t, g, ck)
+	for _, c := range []struct {
+		extra []string
+		want  string
+	}{
+		{[]string{"--hidden", "16"}, "c.h5: hidden: checkpoint has 8, this run 16"},
+		{[]string{"--data", genGraph(t, dir, "4")}, "c.h5: dataset_fingerprint: checkpoint has"},
+		{[]string{"--ranks", "3"}, "c.h5: ranks: checkpoint has 2, this run 3"},
+		{[]string{"--epochs", "6"}, "c.h5: epochs: checkpoint has 4, this run 6"},
+		{[]string{"--partition-seed", "1"}, "c.h5: partition_seed: checkpoint has 0, this run 1"},
+		{[]string{"--codec", "quant"}, "c.h5: codec: checkpoint has none, this run quant"},
+	} {
+		metrics := filepath.Join(t.TempDir(), "m.jsonl")
+		code, _, stderr := runCLI(append(append(args, "--resume", ck, "--metrics", metrics), c.extra...)...)
+		wantBadInput(t, code, stderr, c.want)
+		if _, err := os.Stat(metrics); err == nil {
+			t.Errorf("%v: metrics file written by a refused resume", c.extra)
+		}
+	}
+}
+
+// TestCheckpointAtomic: a failed checkpoint write leaves the previous
+// checkpoint as it was, and temporary files of other writers are ignored.
+func TestCheckpointAtomic(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	ck := filepath.Join(dir, "c.h5")
+	smallRun(t, g, ck)
+	before, err := os.ReadFile(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := ck + ".tmp-1"
+	os.WriteFile(stale, []byte("half a checkpoint"), 0o644)
+	// A directory where this process's temporary file would go makes the
+	// next write fail.
+	blocker := ck + ".tmp-" + strconv.Itoa(os.Getpid())
+	if err := os.MkdirAll(filepath.Join(blocker, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI("train", "--data", g, "--epochs", "4", "--hidden", "8", "--quiet", "--checkpoint", ck, "--checkpoint-every", "2")
+	if code != exitFailure || !strings.Contains(stderr, "c.h5") {
+		t.Fatalf("write into a blocked path: exit %d, %q; want exit 1 naming c.h5", code, stderr)
+	}
+	if after, _ := os.ReadFile(ck); !bytes.Equal(before, after) {
+		t.Errorf("the checkpoint changed although the write failed")
+	}
+	if code, stdout, stderr := runCLI("inspect", "--verify", ck); code != 0 || stdout != "ok\n" {
+		t.Errorf("inspect --verify after a failed write: exit %d, %q %q", code, stdout, stderr)
+	}
+	os.RemoveAll(blocker)
+	if code, _, stderr := runCLI("train", "--data", g, "--epochs", "4", "--hidden", "8", "--quiet", "--checkpoint", ck, "--keep", "2"); code != 0 {
+		t.Fatalf("train: %s", stderr)
+	}
+	if b, _ := os.ReadFile(stale); string(b) != "half a checkpoint" {
+		t.Errorf("a stale temporary file was touched")
+	}
+	if c := readCheckpoint(t, ck+".1"); c.Config.Ranks != 2 {
+		t.Errorf("%s.1 is not the previous checkpoint: %d ranks", ck, c.Config.Ranks)
+	}
+}
+
+// TestCheckpointH5dump: h5dump reads every attribute and dataset.
+func TestCheckpointH5dump(t *testing.T) {
+	if _, err := exec.LookPath("h5dump"); err != nil {
+		t.Skip("h5dump not installed (Debian: hdf5-tools)")
+	}
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "c.h5")
+	smallRun(t, genGraph(t, dir, "3"), ck)
+	out, err := exec.Command("h5dump", ck).CombinedOutput()
+	if err != nil {
+		t.Fatalf("h5dump: %v\n%s", err, out)
+	}
+	for _, w := range []string{`DATASET "layer0.self_weight"`, `DATASET "bytes_cum"`, `ATTRIBUTE "adam_step"`} {
+		if !bytes.Contains(out, []byte(w)) {
+			t.Errorf("h5dump output lacks %s", w)
+		}
+	}
+}
+
+// TestCheckpointPython: h5py reads the checkpoint and NumPy the exported
+// .npz, and the weights agree.
+func TestCheckpointPython(t *testing.T) {
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import h5py, numpy").Run(); err != nil {
+		t.Skip("/usr/bin/python3 with h5py and numpy is needed (Debian: python3-h5py)")
+	}
+	dir := t.TempDir()
+	ck, npz := filepath.Join(dir, "c.h5"), filepath.Join(dir, "w.npz")
+	smallRun(t, genGraph(t, dir, "3"), ck)
+	if code, _, stderr := runCLI("export", "--checkpoint", ck, "--format", "npz", "--out", npz); code != 0 {
+		t.Fatalf("export: %s", stderr)
+	}
+	script := `import h5py, numpy as np, sys
+f, z = h5py.File(sys.argv[1], "r"), np.load(sys.argv[2])
+assert f.attrs["format"] == "gnn-spmd-checkpoint", f.attrs["format"]
+names = sorted(f["params"])
+assert sorted(z.files) == names, (z.files, names)
+for n in names:
+    a, b = f["params"][n][...], z[n]
+    assert a.dtype == b.dtype == np.float32 and b.flags["C_CONTIGUOUS"] and np.array_equal(a, b), n
+    assert f["adam/m"][n].shape == f["adam/v"][n].shape == a.shape, n
+e, l = int(f.attrs["epoch"]), int(f.attrs["layers"])
+assert f["metrics/loss"].shape == (e,) and f["metrics/ratio"].shape == (e, l)
+print(len(names))
+`
+	out, err := exec.Command(py, "-c", script, ck, npz).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+	if strings.TrimSpace(string(out)) != "9" {
+		t.Errorf("python compared %s parameters, want 9", out)
+	}
+}
+
+func TestInspectCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "c.h5")
+	smallRun(t, genGraph(t, dir, "3"), ck)
+	code, stdout, stderr := runCLI("inspect", ck)
+	if code != 0 || !strings.Contains(stdout, "epoch 4 of 4") || !strings.Contains(stdout, "param layer2.neigh_weight") ||
+		!strings.Contains(stdout, "last epoch 3:") {
+		t.Errorf("inspect: exit %d, stdout %s, stderr %s", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI("inspect", "--json", ck)
+	var s struct {
+		Epoch  int
+		Params []struct{ Shape []int }
+		Config map[string]any
+	}
+	if err := json.Unmarshal([]byte(stdout), &s); code != 0 || err != nil || s.Epoch != 4 || len(s.Params) != 9 || s.Config["hidden"] != 8.0 {
+		t.Errorf("inspect --json: exit %d, %v, %+v", code, err, s)
+	}
+	b, _ := os.ReadFile(ck)
+	truncated := filepath.Join(dir, "t.h5")
+	os.WriteFile(truncated, b[:len(b)/2], 0o644)
+	code, _, stderr = runCLI("inspect", "--verify", truncated)
+	wantBadInput(t, code, stderr, "t.h5", "truncated")
+}
+
+// TestBadCheckpoint: every kind of broken checkpoint handed to --resume,
+// inspect --verify or export gives exit code 2 and one line naming the file
+// and the field; the h5py-made kinds need python3-h5py.
+func TestBadCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	good := filepath.Join(dir, "good.h5")
+	args := smallRun(t, g, good)
+	b, _ := os.ReadFile(good)
+	cases := []struct {
+		name   string
+		write  func(bad string) // "" python: the file starts as a copy of good
+		python string           // edits the h5py.File f opened r+
+		want   []string
+	}{
+		{name: "not hdf5", write: func(p string) { os.WriteFile(p, []byte("epoch,loss\n"), 0o644) }, want: []string{"not an HDF5 file"}},
+		{name: "truncated", write: func(p string) { os.WriteFile(p, b[:len(b)*2/3], 0o644) }, want: []string{"truncated"}},
+		{name: "dataset file", write: func(p string) { d, _ := os.ReadFile(g); os.WriteFile(p, d, 0o644) }, want: []string{`attribute format: is "gnn-spmd-dataset"`}},
+		{name: "missing dataset", python: `del f["adam/v/layer0.bias"]`, want: []string{"/adam/v/layer0.bias: missing dataset"}},
+		{name: "wrong shape", python: `del f["params/layer1.bias"]; f["params/layer1.bias"] = np.zeros((2, 8), np.float32)`,
+			want: []string{"/params/layer1.bias: has shape [2 8]"}},
+		{name: "wrong dtype", python: `w = f["params/layer0.self_weight"][...]; del f["params/layer0.self_weight"]; f["params/layer0.self_weight"] = w.astype(np.float64)`,
+			want: []string{"/params/layer0.self_weight: has element type float of 8 bytes, expected float32"}},
+		{name: "absurd epoch", python: `f.attrs["epoch"] = np.int64(10**12)`, want: []string{"attribute epoch: is 1000000000000, expected a value in [1, 4]"}},
+		{name: "absurd layers", python: `f.attrs["layers"] = np.int64(10**9)`, want: []string{"attribute layers: is 1000000000"}},
+		{name: "missing attribute", python: `del f.attrs["adam_step"]`, want: []string{"attribute adam_step: missing"}},
+		{name: "short history", python: `del f["metrics/loss"]; f["metrics/loss"] = np.zeros(3)`, want: []string{"/metrics/loss: has shape [3]"}},
+		{name: "NaN weight", python: `f["params/layer2.bias"][0, 1] = np.nan`, want: []string{"/params/layer2.bias: entry 1 is NaN"}},
+	}
+	hasPython := exec.Command("/usr/bin/python3", "-c", "import h5py, numpy").Run() == nil
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bad := filepath.Join(t.TempDir(), "bad.h5")
+			if c.write != nil {
+				c.write(bad)
+			} else {
+				if !hasPython {
+					t.Skip("/usr/bin/python3 with h5py is needed to corrupt HDF5 files")
+				}
+				os.WriteFile(bad, b, 0o644)
+				script := "import h5py, numpy as np, sys\nf = h5py.File(sys.argv[1], 'r+')\n" + c.python + "\nf.close()\n"
+				if out, err := exec.Command("/usr/bin/python3", "-c", script, bad).CombinedOutput(); err != nil {
+					t.Fatalf("h5py: %v: %s", err, out)
+				}
+			}
+			code, _, stderr := runCLI(append(args, "--resume", bad)...)
+			wantBadInput(t, code, stderr, append([]string{"bad.h5: "}, c.want...)...)
+			code, _, stderr = runCLI("inspect", "--verify", bad)
+			wantBadInput(t, code, stderr, append([]string{"bad.h5: "}, c.want...)...)
+			out := filepath.Join(t.TempDir(), "w.npz")
+			code, _, stderr = runCLI("export", "--checkpoint", bad, "--out", out)
+			wantBadInput(t, code, stderr, "bad.h5: ")
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("export wrote %s from a bad checkpoint", out)
+			}
+		})
+	}
+}

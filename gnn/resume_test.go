@@ -1,0 +1,123 @@
+package gnn
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+)
+
+func TestParamShapes(t *testing.T) {
+	ds := randomDataset(t, 50, 6, 3, 1)
+	for _, model := range []string{"sage", "gcn"} {
+		local, err := SingleProcess(ds, "s", model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev := kernels.NewCPU(1)
+		cfg := ModelConfig{Model: model, Layers: 3, Hidden: 4, InDim: 6, Classes: 3}
+		m, err := NewModel(cfg, local, dev)
+		dev.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []ParamShape
+		for _, p := range m.Params {
+			got = append(got, ParamShape{p.Name, p.Rows, p.Cols})
+		}
+		if want := cfg.ParamShapes(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: model has %v, ParamShapes gives %v", model, got, want)
+		}
+	}
+}
+
+// TestResume: a trainer given another's parameters, moments and history
+// after 4 epochs continues exactly as the uninterrupted run (with dropout,
+// whose masks are drawn per epoch).
+func TestResume(t *testing.T) {
+	ds := randomDataset(t, 300, 12, 5, 2)
+	newTrainer := func() *Trainer {
+		local, err := SingleProcess(ds, "s", "sage")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev := kernels.NewCPU(1)
+		t.Cleanup(dev.Close)
+		m, err := NewModel(ModelConfig{Model: "sage", Layers: 2, Hidden: 8, InDim: 12, Classes: 5, Dropout: 0.3, Seed: 4}, local, dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultTrainConfig()
+		cfg.Epochs = 8
+		tr, err := NewTrainer(m, cfg, Alone{}, Alone{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	var all []EpochStats
+	keep := func(s EpochStats) error {
+		s.Seconds, s.CommSeconds, s.HaloSeconds, s.CodecSeconds = 0, 0, 0, 0
+		all = append(all, s)
+		return nil
+	}
+	want, err := newTrainer().Run(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := newTrainer()
+	for e := range 4 {
+		if _, err := first.Epoch(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resumed := newTrainer()
+	for i, p := range resumed.Model.Params {
+		q := first.Model.Params[i]
+		copy(p.W, q.W)
+		copy(p.M, q.M)
+		copy(p.V, q.V)
+	}
+	if err := resumed.Resume(first.Step(), all[:4]); err != nil {
+		t.Fatal(err)
+	}
+	uninterrupted := all
+	all = nil
+	got, err := resumed.Run(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(all, uninterrupted[4:]) {
+		t.Errorf("resumed epochs differ:\n%+v\nuninterrupted:\n%+v", all, uninterrupted[4:])
+	}
+	got.Seconds, want.Seconds = 0, 0
+	if got != want {
+		t.Errorf("resumed summary %+v, uninterrupted %+v", got, want)
+	}
+}
+
+func TestAdaptiveState(t *testing.T) {
+	st := func(loss, grad, err float64) EpochStats {
+		return EpochStats{Loss: loss, GradNorm: grad, Rates: []float64{32, 1}, CompError: []float64{err, 0}}
+	}
+	a := NewAdaptive("quant", 2, 128)
+	a.Observe(EpochStats{Loss: 2, GradNorm: 1, Rates: []float64{128, 1}, CompError: []float64{0.5, 0}})
+	a.Observe(st(1.5, 0.6, 0.3))
+	b := NewAdaptive("quant", 2, 128)
+	if err := b.SetState(a.State()); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []EpochStats{st(1.2, 0.3, 0.2), st(1, 0.1, 0.25)} {
+		a.Observe(s)
+		b.Observe(s)
+		ra, rb := make([]float64, 2), make([]float64, 2)
+		a.Rates(0, ra)
+		b.Rates(0, rb)
+		if !reflect.DeepEqual(ra, rb) || !reflect.DeepEqual(a.State(), b.State()) {
+			t.Fatalf("restored schedule diverged: rates %v vs %v, state %+v vs %+v", ra, rb, a.State(), b.State())
+		}
+	}
+	if err := b.SetState(AdaptiveState{Rates: []float64{1}}); err == nil {
+		t.Error("SetState accepted rates without reference errors")
+	}
+}
