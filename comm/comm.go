@@ -6,7 +6,8 @@ package comm
 
 // Comm is the transport of one rank. All ranks call the collectives in the
 // same order; a call returns an error (never hangs) when a peer has failed,
-// where the transport can detect it.
+// where the transport can detect it. Watchdog bounds the wait where it
+// cannot (a peer that hangs, or stops calling).
 type Comm interface {
 	Rank() int
 	Size() int

@@ -29,6 +29,7 @@ type Exchange struct {
 	sendB, recvB    [][]byte // per-peer views handed to AllToAllV
 
 	fwd, bwd []Codec // per layer; nil = raw float32
+	ops      [][2]Op // per layer, forward and backward: the watchdog's names
 	epoch    int
 	seed     uint64
 
@@ -62,6 +63,22 @@ func NewExchange(c Comm, owned int, send [][]int32, recvStart []int, layers int)
 		ErrSq: make([]float64, layers), NormSq: make([]float64, layers)}
 	for p, rows := range send {
 		x.sendStart[p+1] = x.sendStart[p] + len(rows)
+	}
+	// A forward exchange waits for the owners of this rank's halo rows, a
+	// backward one for the ranks this rank sends rows to.
+	var from, to []int
+	for p := 0; p < q; p++ {
+		if p != c.Rank() && recvStart[p+1] > recvStart[p] {
+			from = append(from, p)
+		}
+		if p != c.Rank() && len(send[p]) > 0 {
+			to = append(to, p)
+		}
+	}
+	x.ops = make([][2]Op, layers)
+	for l := range x.ops {
+		x.ops[l] = [2]Op{{Name: fmt.Sprintf("halo exchange forward layer %d", l), Peers: from},
+			{Name: fmt.Sprintf("halo exchange backward layer %d", l), Peers: to}}
 	}
 	x.Traffic.Fwd = make([][]int64, layers)
 	x.Traffic.Bwd = make([][]int64, layers)
@@ -159,6 +176,11 @@ func active(c Codec) bool { return c != nil }
 
 func (x *Exchange) transport(dir string, layer int) error {
 	start := time.Now()
+	op := &x.ops[layer][0]
+	if dir == "backward" {
+		op = &x.ops[layer][1]
+	}
+	Label(x.comm, op)
 	err := x.comm.AllToAllV(x.sendB, x.recvB)
 	x.Seconds += time.Since(start).Seconds()
 	if err != nil {

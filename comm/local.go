@@ -25,6 +25,8 @@ import (
 // *RankError or *AbortError naming the failed rank, as does every later
 // collective. A rank that calls Close while another waits for it in a
 // collective fails the group the same way. RunLocal does all of this.
+// Cancel fails the group with an error of the caller's (a Watchdog's
+// *TimeoutError).
 type Local struct {
 	g    *localGroup
 	rank int
@@ -167,6 +169,17 @@ func (l *Local) Fail(err error) {
 // (RunLocal's caller) turns the AbortError into the process's exit code.
 func (l *Local) Abort(code int) {
 	l.g.fail(&AbortError{Rank: l.rank, Code: code})
+}
+
+// Cancel fails the group with err itself, where Fail attributes the failure
+// to this rank: every rank waiting in a collective, and every later
+// collective, returns err. A watchdog that gave up waiting (Watchdog) uses
+// it. The first failure of a group stays its error.
+func (l *Local) Cancel(err error) {
+	if err == nil {
+		err = errors.New("cancelled")
+	}
+	l.g.fail(err)
 }
 
 // Close leaves the group: a rank that waits for this one in a collective

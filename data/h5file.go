@@ -50,6 +50,10 @@ func WriteFileAtomic(path string, write func(tmp string) error) error {
 	return nil
 }
 
+// TestHookTempCreated, when set (by tests only), runs in WriteH5File once
+// the temporary file exists and before anything is written into it.
+var TestHookTempCreated func(tmp string)
+
 // WriteH5File writes root attributes and datasets to a new HDF5 file at
 // path, atomically (WriteFileAtomic).
 func WriteH5File(path string, attrs []H5Attr, arrays []H5Array) error {
@@ -61,6 +65,9 @@ func WriteH5File(path string, attrs []H5Attr, arrays []H5Array) error {
 			return err
 		}
 		f.Close()
+		if TestHookTempCreated != nil {
+			TestHookTempCreated(tmp)
+		}
 		return withHDF5(func() error { return writeH5Content(tmp, attrs, arrays) })
 	})
 }

@@ -66,6 +66,9 @@ type EpochStats struct {
 	// ValAUC and TestAUC are the ROC AUC of two-class tasks (HasAUC).
 	HasAUC          bool
 	ValAUC, TestAUC float64
+	// Stop says that a rank asked to stop (Trainer.Stop) during this epoch:
+	// Run returns after it on every rank. Checkpoints do not store it.
+	Stop bool
 }
 
 // TotalBytes returns the epoch's forward and backward halo bytes.
@@ -119,8 +122,17 @@ type Trainer struct {
 	// epochs before it (both set by Resume).
 	next int
 	past Summary
+	// Stop, if set, is called by every rank once per epoch, before the
+	// epoch's results are reduced over ranks; when it returns true on any
+	// rank, every rank finishes the epoch and Run returns a *StoppedError
+	// (unless it was the last epoch). The answer travels in the epoch's
+	// metrics all-reduce, so all ranks stop after the same epoch.
+	Stop func(epoch int) bool
+	// The watchdog's names of the per-epoch all-reduces (comm.Label).
+	gradOps   []comm.Op
+	metricsOp comm.Op
 	// scal holds everything reduced over ranks once per epoch: loss,
-	// correct counts, then per layer the training bytes (forward,
+	// correct counts, the stop flag, then per layer the training bytes (forward,
 	// backward), the evaluation bytes, and the compression error sums.
 	scal []float64
 }
@@ -131,6 +143,7 @@ const (
 	scalTrain
 	scalValid
 	scalTest
+	scalStop   // ranks that asked to stop
 	scalLayers // start of the per-layer blocks, in the order below
 )
 
@@ -166,8 +179,12 @@ func NewTrainer(m *Model, cfg TrainConfig, halo Halo, reduce Reducer) (*Trainer,
 	if m.Config.Classes == 2 {
 		n += 2 * 2 * kernels.ScoreBins
 	}
-	return &Trainer{Model: m, Config: cfg, Halo: halo, Reduce: reduce, scal: make([]float64, n),
-		past: Summary{BestValAcc: -1, BestValAUC: -1}}, nil
+	t := &Trainer{Model: m, Config: cfg, Halo: halo, Reduce: reduce, scal: make([]float64, n),
+		past: Summary{BestValAcc: -1, BestValAUC: -1}, metricsOp: comm.Op{Name: "metrics all-reduce"}}
+	for _, p := range m.Params {
+		t.gradOps = append(t.gradOps, comm.Op{Name: "gradient all-reduce of " + p.Name})
+	}
+	return t, nil
 }
 
 // Step is the number of optimizer steps taken (Adam's t).
@@ -283,13 +300,18 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 		st.CodecSeconds = cx.CodecSeconds()
 	}
 	reduceStart := time.Now()
-	for _, p := range m.Params {
+	for i, p := range m.Params {
+		comm.Label(t.Reduce, &t.gradOps[i])
 		if err := t.Reduce.AllReduceFloat32(p.G); err != nil {
 			return EpochStats{}, fmt.Errorf("gradient all-reduce of %s: %w", p.Name, err)
 		}
 		st.GradNorm += dev.SumSquares(p.G)
 	}
 	st.GradNorm = math.Sqrt(st.GradNorm)
+	if t.Stop != nil && t.Stop(epoch) {
+		t.scal[scalStop] = 1
+	}
+	comm.Label(t.Reduce, &t.metricsOp)
 	if err := t.Reduce.AllReduceFloat64(t.scal); err != nil {
 		return EpochStats{}, fmt.Errorf("metrics all-reduce: %w", err)
 	}
@@ -302,6 +324,16 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 		st.BytesEval[l] = int64(t.block(blockEval)[l])
 		st.CompError[l] = comm.CompError(t.block(blockErrSq)[l], t.block(blockNormSq)[l])
 	}
+	// The loss and the gradient are the same on every rank (all-reduced):
+	// every rank stops at the same epoch, before Adam spoils the parameters.
+	st.Loss = t.scal[scalLoss] / float64(loc.GlobalTrain)
+	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
+		return EpochStats{}, &DivergedError{Epoch: epoch, What: "loss", Value: st.Loss}
+	}
+	if math.IsNaN(st.GradNorm) || math.IsInf(st.GradNorm, 0) {
+		return EpochStats{}, &DivergedError{Epoch: epoch, What: "gradient norm", Value: st.GradNorm}
+	}
+	st.Stop = t.scal[scalStop] > 0
 	t.step++
 	c := t.Config
 	for _, p := range m.Params {
@@ -310,10 +342,6 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 			wd = c.WeightDecay
 		}
 		dev.Adam(p.W, p.G, p.M, p.V, t.step, c.LR, c.Beta1, c.Beta2, c.Eps, wd)
-	}
-	st.Loss = t.scal[scalLoss] / float64(loc.GlobalTrain)
-	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
-		return EpochStats{}, fmt.Errorf("epoch %d: loss is %v; lower --lr or check the input features", epoch, st.Loss)
 	}
 	st.TrainAcc = t.scal[scalTrain] / float64(loc.GlobalTrain)
 	st.ValAcc = t.scal[scalValid] / float64(loc.GlobalValid)
@@ -339,9 +367,32 @@ func (t *Trainer) count(logits *kernels.Mat) {
 	}
 }
 
+// DivergedError is Epoch's error when the epoch's loss or gradient is not
+// finite. Every rank returns it for the same epoch, and the parameters stay
+// those that entered the epoch.
+type DivergedError struct {
+	Epoch int
+	What  string // "loss" or "gradient norm"
+	Value float64
+}
+
+func (e *DivergedError) Error() string {
+	return fmt.Sprintf("epoch %d: %s is %v; lower --lr or check the input features", e.Epoch, e.What, e.Value)
+}
+
+// StoppedError is Run's error when a rank asked to stop (Trainer.Stop):
+// Epochs epochs are done, on every rank, and the trainer holds the state
+// after them.
+type StoppedError struct{ Epochs int }
+
+func (e *StoppedError) Error() string {
+	return fmt.Sprintf("stopped on request after %d epochs", e.Epochs)
+}
+
 // Run trains until Config.Epochs epochs are done (from the first, or after
 // those given to Resume), calling report (if non-nil) after each; a report
-// error stops training.
+// error stops training, and so does a stop request (Stop), after the
+// epoch's report, with a *StoppedError.
 func (t *Trainer) Run(report func(EpochStats) error) (Summary, error) {
 	start := time.Now()
 	s := t.past
@@ -355,6 +406,10 @@ func (t *Trainer) Run(report func(EpochStats) error) (Summary, error) {
 			if err := report(st); err != nil {
 				return s, err
 			}
+		}
+		if st.Stop && e+1 < t.Config.Epochs {
+			s.Seconds = time.Since(start).Seconds()
+			return s, &StoppedError{Epochs: e + 1}
 		}
 	}
 	s.Seconds = time.Since(start).Seconds()

@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
+	"math"
 	"strconv"
+	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/ckpt"
 	"github.com/gnn-spmd/gnn-spmd/data"
@@ -19,6 +22,7 @@ type checkpointer struct {
 	from        string           // --resume
 	resumed     *ckpt.Checkpoint // nil for a fresh run
 	history     []gnn.EpochStats // the finished epochs, restored ones first
+	log         *slog.Logger     // rank 0's
 }
 
 // checkpointing reports whether the run needs its identity (fingerprints).
@@ -28,7 +32,7 @@ func (f *trainFlags) checkpointing() bool { return f.checkpoint != "" || f.resum
 // run's data, partition and settings.
 func (f *trainFlags) newCheckpointer(info *jobInfo) (*checkpointer, error) {
 	c := &checkpointer{path: f.checkpoint, every: f.checkpointEvery, keep: f.keep, cfg: f.runConfig(info),
-		dataset: info.name, from: f.resume}
+		dataset: info.name, from: f.resume, log: rankLogger(f.log, 0)}
 	if f.resume == "" {
 		return c, nil
 	}
@@ -86,17 +90,43 @@ func (c *checkpointer) report(rep *reporter, t *gnn.Trainer) func(gnn.EpochStats
 }
 
 // after records a finished epoch and writes a checkpoint after every
-// N-th epoch and after the last.
+// N-th epoch, after the last, and after the one a signal stopped. A state
+// that is no longer finite is not written: the run ends with an error, and
+// the checkpoint before stays.
 func (c *checkpointer) after(t *gnn.Trainer, st gnn.EpochStats) error {
 	if c.path == "" {
 		return nil
 	}
 	c.history = append(c.history, st)
-	if n := len(c.history); n%c.every != 0 && n != c.cfg.Epochs {
+	n := len(c.history)
+	if n%c.every != 0 && n != c.cfg.Epochs && !st.Stop {
 		return nil
 	}
+	if err := finiteState(t); err != nil {
+		return fmt.Errorf("epoch %d: %v: training diverged (lower --lr); %s was not overwritten", st.Epoch, err, c.path)
+	}
+	start := time.Now()
 	if err := ckpt.Write(c.path, c.keep, ckpt.Capture(c.cfg, c.dataset, t, c.history)); err != nil {
 		return fmt.Errorf("--checkpoint: %w", err)
+	}
+	c.log.Info("checkpoint written", "file", c.path, "epoch", n, "seconds", time.Since(start).Seconds())
+	return nil
+}
+
+// finiteState checks that the parameters and Adam's moments are finite, as
+// a checkpoint must be (ckpt.Verify).
+func finiteState(t *gnn.Trainer) error {
+	for _, p := range t.Model.Params {
+		for _, a := range []struct {
+			what string
+			v    []float32
+		}{{"parameter", p.W}, {"Adam first moment of", p.M}, {"Adam second moment of", p.V}} {
+			for k, x := range a.v {
+				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+					return fmt.Errorf("%s %s entry %d is %v", a.what, p.Name, k, x)
+				}
+			}
+		}
 	}
 	return nil
 }

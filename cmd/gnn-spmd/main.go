@@ -10,7 +10,9 @@ import (
 	"os"
 )
 
-// Exit codes: 1 for a failure while running, 2 for bad input or usage.
+// Exit codes: 1 for a failure while running (including a diverged loss and
+// a communication timeout), 2 for bad input or usage, 130 and 143 for a
+// training run stopped by SIGINT or SIGTERM (exitSIGINT, exitSIGTERM).
 const (
 	exitFailure  = 1
 	exitBadInput = 2
@@ -79,6 +81,11 @@ func report(err error, stderr io.Writer) int {
 	var se *silentExit
 	if errors.As(err, &se) {
 		return se.code
+	}
+	var ie *interruptedError
+	if errors.As(err, &ie) {
+		fmt.Fprintf(stderr, "gnn-spmd: %v\n", err)
+		return ie.code()
 	}
 	fmt.Fprintf(stderr, "gnn-spmd: %v\n", err)
 	if isBadInput(err) {

@@ -217,6 +217,9 @@ func TestUsageErrors(t *testing.T) {
 		{"train"},
 		{"train", "--data", "x.h5", "--bogus"},
 		{"train", "--data", "x.h5", "--epochs", "abc"},
+		{"train", "--data", "x.h5", "--comm-timeout", "-1s"},
+		{"train", "--data", "x.h5", "--comm-timeout", "5"},
+		{"train", "--data", "x.h5", "--progress", "dots"},
 		{"gen", "--out", "x.h5", "--homophily", "1.5"},
 	} {
 		code, _, stderr := runCLI(args...)

@@ -130,6 +130,9 @@ func (f *trainFlags) threadsPerRank(q int) int {
 // trainLocal runs --ranks Q ranks as goroutines of this process.
 func trainLocal(f *trainFlags, stdout io.Writer) error {
 	q := f.ranks
+	log0 := rankLogger(f.log, 0) // the process's records carry rank 0
+	f.intr = catchInterrupts(f.onSignal(log0, true))
+	defer f.intr.stop()
 	start := time.Now()
 	info := jobInfo{ranks: q, partition: f.partition}
 	var shards []*data.Shard
@@ -197,7 +200,12 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 		if err := ck.restore(job.trainer); err != nil {
 			return err
 		}
+		job.trainer.Stop = f.stopFunc(0, nil)
 		sum, err := job.trainer.Run(ck.report(rep, job.trainer))
+		var stopped *gnn.StoppedError
+		if errors.As(err, &stopped) {
+			return f.interrupted(0, stopped)
+		}
 		if err != nil {
 			return err
 		}
@@ -205,10 +213,15 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 	}
 	// Every rank builds its job and trains on its own goroutine; the first
 	// rank to fail (or panic) fails the group, so that its peers return from
-	// their collectives instead of waiting for it.
+	// their collectives instead of waiting for it. A rank's watchdog that
+	// gives up waiting fails the group with its *TimeoutError.
 	var sum gnn.Summary
-	err = comm.RunLocal(q, func(c *comm.Local) error {
-		r := c.Rank()
+	var stopped *gnn.StoppedError
+	err = comm.RunLocal(q, func(lc *comm.Local) error {
+		r := lc.Rank()
+		log := rankLogger(f.log, r)
+		c, stopWatch := f.watch(lc, log, lc.Cancel)
+		defer stopWatch()
 		sh, local, err := f.localView(shards[r])
 		if err != nil {
 			return err
@@ -221,18 +234,28 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 		if err := ck.restore(job.trainer); err != nil {
 			return err
 		}
+		log.Info("rank ready", "owned_nodes", len(sh.Owned), "halo_rows", len(sh.Halo))
 		report := func(gnn.EpochStats) error { return nil }
 		if r == 0 {
 			report = ck.report(rep, job.trainer)
 		}
+		job.trainer.Stop = f.stopFunc(r, c)
 		s, err := job.trainer.Run(report)
+		var st *gnn.StoppedError
+		if errors.As(err, &st) {
+			// Every rank stops after the same epoch; none waits for another.
+			err = nil
+		}
 		if r == 0 {
-			sum = s
+			sum, stopped = s, st
 		}
 		return err
 	})
 	if err != nil {
-		return err
+		return rankFailure(err)
+	}
+	if stopped != nil {
+		return f.interrupted(0, stopped)
 	}
 	return rep.summary(sum)
 }
@@ -241,16 +264,24 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 // agreed on before training, so that one rank reports and all exit alike;
 // an error during training aborts the whole job.
 func trainMPI(f *trainFlags, stdout, stderr io.Writer) error {
-	c, err := comm.NewMPI()
+	mc, err := comm.NewMPI()
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	rank, q := c.Rank(), c.Size()
+	defer mc.Close()
+	rank, q := mc.Rank(), mc.Size()
+	log := rankLogger(f.log, rank)
+	f.intr = catchInterrupts(f.onSignal(log, rank == 0))
+	defer f.intr.stop()
+	c, stopWatch := f.watch(mc, log, mpiTimeout(mc, stderr))
+	defer stopWatch()
 	start := time.Now()
 	info := jobInfo{ranks: q, partition: f.partition}
 	job, ck, setupErr := f.setupMPIRank(c, &info)
 	info.loadSeconds = time.Since(start).Seconds()
+	if setupErr == nil {
+		log.Info("rank ready", "seconds", info.loadSeconds)
+	}
 	if err := agree(c, setupErr); err != nil {
 		// mpirun ends the job at the first non-zero exit, so the reporting
 		// rank prints before anyone leaves the barrier.
@@ -262,19 +293,24 @@ func trainMPI(f *trainFlags, stdout, stderr io.Writer) error {
 				se.code = exitBadInput
 			}
 		}
+		comm.Label(c, &opBarrier)
 		c.Barrier()
 		return se
 	}
 	defer job.dev.Close()
 	// Halo rows summed over ranks for the header.
 	counts := []float64{float64(info.haloRows)}
+	comm.Label(c, &opHaloRows)
 	if err := c.AllReduceFloat64(counts); err != nil {
 		return err
 	}
 	info.haloRows = int(counts[0])
-	out := stdout
-	if rank != 0 {
-		out = io.Discard
+	out := io.Writer(io.Discard)
+	if rank == 0 {
+		qw := newQueuedWriter(stdout)
+		defer qw.close(2 * time.Second)
+		out = qw
+		f.con.setOut(qw)
 	}
 	report := func(gnn.EpochStats) error { return nil }
 	var rep *reporter
@@ -288,8 +324,29 @@ func trainMPI(f *trainFlags, stdout, stderr io.Writer) error {
 		}
 		report = ck.report(rep, job.trainer)
 	}
+	job.trainer.Stop = f.stopFunc(rank, c)
 	sum, err := job.trainer.Run(report)
-	if err != nil {
+	var stopped *gnn.StoppedError
+	var diverged *gnn.DivergedError
+	switch {
+	case errors.As(err, &stopped) || errors.As(err, &diverged):
+		// Every rank ended after (or in) the same epoch, so none waits for
+		// another: all exit alike, rank 0 reporting before anyone leaves
+		// the barrier (mpirun ends the job at the first non-zero exit).
+		var cause error = diverged
+		code := exitFailure
+		if stopped != nil {
+			cause = f.interrupted(rank, stopped)
+			code = exitCode(f.intr.signal())
+		}
+		if rank == 0 {
+			rep.endBar()
+			fmt.Fprintf(stderr, "gnn-spmd: %v\n", cause)
+		}
+		comm.Label(c, &opBarrier)
+		c.Barrier()
+		return &silentExit{code: code}
+	case err != nil:
 		fmt.Fprintf(stderr, "gnn-spmd: rank %d: %v\n", rank, err)
 		c.Abort(exitFailure)
 		return &silentExit{code: exitFailure}
@@ -361,6 +418,7 @@ func agree(c comm.Comm, err error) error {
 			failed[c.Rank()] = float64(exitBadInput)
 		}
 	}
+	comm.Label(c, &opAgree)
 	if rerr := c.AllReduceFloat64(failed); rerr != nil {
 		if err != nil {
 			return err

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
@@ -34,10 +36,18 @@ type trainFlags struct {
 	// checkpoints
 	checkpoint, resume    string
 	checkpointEvery, keep int
+	// faults and output
+	commTimeout time.Duration
+	verbose     bool
+	progress    string
+	// set up by runTrain for the run
+	con  *console
+	log  *slog.Logger // without the rank: see rankLogger
+	intr *interrupts
 }
 
 func runTrain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("train", "train --data PATH [--split NAME] [--model sage|gcn] [--layers N] [--hidden N] [--epochs N] [--lr F] [--weight-decay F] [--dropout F] [--seed N] [--metrics FILE] [--quiet] [--ranks Q] [--partition random|metis] [--parts DIR] [--no-comm] [--checkpoint FILE [--checkpoint-every N] [--keep K]] [--resume FILE]", stderr)
+	fs := newFlags("train", "train --data PATH [--split NAME] [--model sage|gcn] [--layers N] [--hidden N] [--epochs N] [--lr F] [--weight-decay F] [--dropout F] [--seed N] [--metrics FILE] [--quiet] [--ranks Q] [--partition random|metis] [--parts DIR] [--no-comm] [--checkpoint FILE [--checkpoint-every N] [--keep K]] [--resume FILE] [--comm-timeout D] [--progress auto|bar|lines] [--verbose]", stderr)
 	var f trainFlags
 	def := gnn.DefaultTrainConfig()
 	fs.StringVar(&f.data, "data", "", "dataset: an OGB-layout directory or a .h5 file (not needed with --parts)")
@@ -74,6 +84,9 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 10, "epochs between checkpoints")
 	fs.IntVar(&f.keep, "keep", 1, "checkpoints kept: FILE (newest), then FILE.1 ... FILE.<K-1>")
 	fs.StringVar(&f.resume, "resume", "", "continue the run saved in this checkpoint; every other flag must be as in that run")
+	fs.DurationVar(&f.commTimeout, "comm-timeout", 5*time.Minute, "abort the job when a collective or halo exchange waits longer than this for its peers (0 = never)")
+	fs.StringVar(&f.progress, "progress", "auto", "per-epoch output: bar (one line redrawn in place), lines, or auto (bar on a terminal, lines otherwise and under mpirun)")
+	fs.BoolVar(&f.verbose, "verbose", false, "log setup and checkpoint details (log records go to stderr, with the rank)")
 	f.build = buildFlags(fs.FlagSet)
 	if err := fs.parse(args); err != nil {
 		return err
@@ -85,6 +98,10 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	f.con = newConsole(stdout, stderr, f.progress)
+	stderr = f.con.stderr()
+	f.log = newLogger(stderr, f.verbose)
+	defer setTestHooks()()
 	if kind == "mpi" {
 		return trainMPI(&f, stdout, stderr)
 	}
@@ -107,6 +124,10 @@ func (f *trainFlags) check() error {
 		return usagef("train: --checkpoint-every: got %d, expected >= 1", f.checkpointEvery)
 	case f.keep < 1:
 		return usagef("train: --keep: got %d, expected >= 1", f.keep)
+	case f.commTimeout < 0:
+		return usagef("train: --comm-timeout: got %v, expected >= 0 (0 = never)", f.commTimeout)
+	case f.progress != "auto" && f.progress != "bar" && f.progress != "lines":
+		return usagef("train: --progress: got %q, expected auto, bar or lines", f.progress)
 	}
 	if f.codecBwd == "" {
 		f.codecBwd = f.codec
@@ -182,9 +203,12 @@ func pickSplit(ds *data.Dataset, name string) (string, error) {
 	return name, nil
 }
 
-// reporter prints rank 0's lines and writes the metrics file.
+// reporter prints rank 0's lines (or progress bar) and writes the metrics
+// file.
 type reporter struct {
 	out      io.Writer
+	con      *console  // nil: no bar
+	bar      *progress // nil: epoch lines
 	quiet    bool
 	ranks    int
 	bytesCum int64
@@ -195,7 +219,10 @@ type reporter struct {
 }
 
 func newReporter(f *trainFlags, info jobInfo, out io.Writer) *reporter {
-	r := &reporter{out: out, quiet: f.quiet, ranks: info.ranks, path: f.metrics}
+	r := &reporter{out: out, quiet: f.quiet, ranks: info.ranks, path: f.metrics, con: f.con}
+	if f.con != nil && f.con.bar && !f.quiet {
+		r.bar = &progress{total: f.epochs, multiRanks: info.ranks > 1}
+	}
 	fmt.Fprintf(out, "dataset %s: %d nodes, %d edges, %d features, %d classes; split %s %d/%d/%d (ready in %.2fs)\n",
 		info.name, info.nodes, info.edges, info.features, info.classes, info.split,
 		info.train, info.valid, info.test, info.loadSeconds)
@@ -237,6 +264,11 @@ func (r *reporter) write(v any) error {
 }
 
 func (r *reporter) epoch(s gnn.EpochStats) error {
+	if r.bar != nil {
+		err := r.record(s)
+		r.con.draw(r.bar.line(s, r.bytesCum))
+		return err
+	}
 	if !r.quiet {
 		fwd, bwd := s.TotalBytes()
 		line := fmt.Sprintf("epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  %.3fs", s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds)
@@ -296,6 +328,7 @@ func newMetricsRow(s gnn.EpochStats, bytesCum int64) metricsRow {
 }
 
 func (r *reporter) summary(s gnn.Summary) error {
+	r.endBar()
 	aucText := ""
 	if s.BestValAUC >= 0 {
 		aucText = fmt.Sprintf(", test AUC at best val AUC %.4f", s.TestAtBestValAUC)
@@ -345,7 +378,15 @@ func rateText(rates []float64) string {
 	return b.String()
 }
 
+// endBar ends the progress bar's line, if one is drawn.
+func (r *reporter) endBar() {
+	if r != nil && r.con != nil {
+		r.con.endBar()
+	}
+}
+
 func (r *reporter) close() {
+	r.endBar()
 	if r != nil && r.f != nil {
 		r.f.Close()
 	}

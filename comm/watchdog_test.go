@@ -1,0 +1,239 @@
+package comm
+
+import (
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+)
+
+// watchedGroup runs body on q goroutine ranks, each behind a watchdog with
+// the given timeout that cancels the group. It returns RunLocal's error and
+// how long after the start the group failed.
+func watchedGroup(t *testing.T, q int, timeout time.Duration, body func(w *Watchdog) error) (error, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	var failedAt atomic.Int64
+	err := RunLocal(q, func(c *Local) error {
+		w := NewWatchdog(c, WatchdogConfig{Timeout: timeout, OnTimeout: func(e *TimeoutError) {
+			failedAt.CompareAndSwap(0, int64(time.Since(start)))
+			c.Cancel(e)
+		}})
+		defer w.Stop()
+		return body(w)
+	})
+	return err, time.Duration(failedAt.Load())
+}
+
+// hang stops calling the communicator, as a hung rank would, until the
+// group has failed.
+func hang(w *Watchdog) {
+	for w.Comm().(*Local).Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestWatchdogHaloStall: one rank of four stops calling; every other rank's
+// halo exchange names the operation and the peers it expects data from,
+// and the group fails within timeout + 1 s.
+func TestWatchdogHaloStall(t *testing.T) {
+	const q, stall, f = 4, 2, 3
+	const timeout = 300 * time.Millisecond
+	// Ring: rank r holds one halo row of rank r-1 and one of rank r+1.
+	send := func(r int) [][]int32 {
+		s := make([][]int32, q)
+		s[(r+1)%q] = []int32{0}
+		s[(r+q-1)%q] = []int32{1}
+		return s
+	}
+	recvStart := func(r int) []int {
+		rs := make([]int, q+1)
+		for p := 0; p < q; p++ {
+			rs[p+1] = rs[p]
+			if p == (r+1)%q || p == (r+q-1)%q {
+				rs[p+1]++
+			}
+		}
+		return rs
+	}
+	start := time.Now()
+	err, failed := watchedGroup(t, q, timeout, func(w *Watchdog) error {
+		r := w.Rank()
+		x, err := NewExchange(w, 2, send(r), recvStart(r), 2)
+		if err != nil {
+			return err
+		}
+		h := kernels.NewMat(4, f)
+		for e := 0; e < 3; e++ {
+			if err := x.Forward(0, h); err != nil {
+				return err
+			}
+			if err := x.Backward(0, h); err != nil {
+				return err
+			}
+		}
+		if r == stall {
+			hang(w)
+			return nil
+		}
+		return x.Forward(1, h)
+	})
+	took := time.Since(start)
+	t.Logf("%v; the group failed %v after the start, RunLocal returned after %v", err, failed, took)
+	var te *TimeoutError
+	if !errors.As(err, &te) {
+		t.Fatalf("RunLocal returned %v, want a *TimeoutError", err)
+	}
+	if te.Op != "halo exchange forward layer 1" {
+		t.Errorf("op %q, want halo exchange forward layer 1", te.Op)
+	}
+	// The ring neighbours of the reporting rank.
+	want := []int{(te.Rank + q - 1) % q, (te.Rank + 1) % q}
+	slices.Sort(want)
+	if !slices.Equal(te.Peers, want) {
+		t.Errorf("rank %d waited for %v, want %v", te.Rank, te.Peers, want)
+	}
+	if te.Elapsed < timeout || failed < timeout {
+		t.Errorf("timed out after %v (group failed at %v), before the %v timeout", te.Elapsed, failed, timeout)
+	}
+	if took > timeout+time.Second {
+		t.Errorf("the group took %v to fail, want < %v", took, timeout+time.Second)
+	}
+	if te.Rank == stall {
+		t.Errorf("the stalled rank %d reported the timeout", stall)
+	}
+}
+
+// TestWatchdogCollectiveStall: labelled and unlabelled collectives name
+// themselves, waiting for all ranks.
+func TestWatchdogCollectiveStall(t *testing.T) {
+	grad := &Op{Name: "gradient all-reduce of layer0.bias"}
+	for _, c := range []struct {
+		name string
+		call func(w *Watchdog) error
+		want string
+	}{
+		{"labelled", func(w *Watchdog) error {
+			Label(w, grad)
+			return w.AllReduceFloat32(make([]float32, 5))
+		}, "gradient all-reduce of layer0.bias"},
+		{"barrier", func(w *Watchdog) error { return w.Barrier() }, "barrier"},
+		{"bcast", func(w *Watchdog) error { return w.Bcast(make([]byte, 3), 0) }, "broadcast"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const timeout = 200 * time.Millisecond
+			start := time.Now()
+			err, _ := watchedGroup(t, 3, timeout, func(w *Watchdog) error {
+				if w.Rank() == 1 {
+					hang(w)
+					return nil
+				}
+				return c.call(w)
+			})
+			var te *TimeoutError
+			if !errors.As(err, &te) {
+				t.Fatalf("RunLocal returned %v, want a *TimeoutError", err)
+			}
+			t.Logf("%v (after %v)", err, time.Since(start))
+			if te.Op != c.want {
+				t.Errorf("op %q, want %q", te.Op, c.want)
+			}
+			if te.Peers != nil || PeerText(te.Peers) != "all ranks" {
+				t.Errorf("peers %v, want all ranks", te.Peers)
+			}
+			if d := time.Since(start); d > timeout+time.Second {
+				t.Errorf("took %v", d)
+			}
+		})
+	}
+}
+
+// TestWatchdogQuiet: time outside the calls does not count, calls shorter
+// than the timeout pass, and OnSlow reports a call past half the timeout.
+func TestWatchdogQuiet(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	var slow atomic.Int32
+	err := RunLocal(2, func(c *Local) error {
+		w := NewWatchdog(c, WatchdogConfig{Timeout: timeout,
+			OnTimeout: func(e *TimeoutError) { c.Cancel(e) },
+			OnSlow: func(e *TimeoutError) {
+				if e.Op == "slow barrier" {
+					slow.Add(1)
+				}
+			}})
+		defer w.Close()
+		for i := 0; i < 3; i++ {
+			if err := w.Barrier(); err != nil {
+				return err
+			}
+			time.Sleep(2 * timeout) // computing, outside any call
+		}
+		if c.Rank() == 1 {
+			time.Sleep(timeout * 3 / 4) // rank 0 waits 150 ms of its 200
+		}
+		Label(w, &Op{Name: "slow barrier"})
+		return w.Barrier()
+	})
+	if err != nil {
+		t.Fatalf("a job without a stall failed: %v", err)
+	}
+	if slow.Load() != 1 {
+		t.Errorf("OnSlow ran %d times for the slow barrier, want once", slow.Load())
+	}
+}
+
+// TestWatchdogNoAllocs: watched, labelled calls allocate nothing.
+func TestWatchdogNoAllocs(t *testing.T) {
+	c := NewLocal(1)[0]
+	w := NewWatchdog(c, WatchdogConfig{Timeout: time.Minute})
+	defer w.Close()
+	op := &Op{Name: "gradient all-reduce of w"}
+	x := make([]float32, 64)
+	y := make([]float64, 8)
+	// A label names one call only.
+	Label(w, op)
+	w.Barrier()
+	if w.next.Load() != nil {
+		t.Errorf("a label outlived its call")
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		Label(w, op)
+		w.AllReduceFloat32(x)
+		w.AllReduceFloat64(y)
+		w.Barrier()
+	})
+	base := testing.AllocsPerRun(100, func() {
+		c.AllReduceFloat32(x)
+		c.AllReduceFloat64(y)
+		c.Barrier()
+	})
+	if allocs > base {
+		t.Errorf("%v allocations per watched round, %v unwatched", allocs, base)
+	}
+	// The halo exchange labels its calls without allocating.
+	ex, err := NewExchange(w, 2, [][]int32{nil}, []int{0, 0}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := kernels.NewMat(2, 4)
+	if n := testing.AllocsPerRun(100, func() {
+		ex.Forward(1, h)
+		ex.Backward(1, h)
+	}); n != 0 {
+		t.Errorf("%v allocations per watched halo exchange", n)
+	}
+}
+
+func TestPeerText(t *testing.T) {
+	for _, c := range []struct {
+		peers []int
+		want  string
+	}{{nil, "all ranks"}, {[]int{3}, "rank 3"}, {[]int{1, 3}, "ranks 1, 3"}} {
+		if got := PeerText(c.peers); got != c.want {
+			t.Errorf("PeerText(%v) = %q, want %q", c.peers, got, c.want)
+		}
+	}
+}
