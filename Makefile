@@ -11,7 +11,7 @@ TAGS ?= cpu $(BLAS_TAG)
 GOFLAGS_TAGS := -tags "$(TAGS)"
 BIN := bin/gnn-spmd
 
-.PHONY: deps build cpu test vet demo experiments bench clean
+.PHONY: deps build cpu test vet fuzz demo experiments bench clean
 .DEFAULT_GOAL := build
 
 deps:
@@ -28,6 +28,29 @@ vet: deps
 
 test: build vet
 	go test $(GOFLAGS_TAGS) -count=1 ./...
+
+# Every fuzz target for FUZZTIME each (go test -fuzz takes one target per
+# run): the OGB text loaders, the HDF5 dataset, partition and checkpoint
+# readers, and the halo codecs. CI runs this after `make test`: 7 targets x
+# 15s = 105 s of fuzzing. A failing input is written to
+# <pkg>/testdata/fuzz/<target>/ and reruns with plain `go test` from then on.
+# Minimization is off by default: on the slow HDF5 targets it would spend
+# most of a short run minimizing each new input, and when a process dies
+# while minimizing, Go saves the input it was minimizing instead of the one
+# that crashed ("while minimizing: EOF", golang/go#52569). Set
+# FUZZMINIMIZETIME=30s to minimize a crasher.
+FUZZTIME ?= 15s
+FUZZMINIMIZETIME ?= 0
+FUZZ_TARGETS := data:FuzzLoadOGB data:FuzzOGBNumbers data:FuzzReadH5 data:FuzzReadShard \
+	ckpt:FuzzReadCheckpoint comm:FuzzDecode comm:FuzzCodecRoundTrip
+fuzz: deps
+	@failed=""; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*} name=$${t#*:}; \
+		echo "fuzz: $$name in ./$$pkg for $(FUZZTIME)"; \
+		go test $(GOFLAGS_TAGS) -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) \
+			-fuzzminimizetime $(FUZZMINIMIZETIME) ./$$pkg || failed="$$failed $$name"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed"; exit 1; fi
 
 # The built-in default: a generated 50k-node graph over four ranks
 # (goroutines, METIS partition), trained with VARCO (4-bit quantized halo

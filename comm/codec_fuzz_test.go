@@ -2,7 +2,9 @@ package comm
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -19,7 +21,9 @@ func fuzzCodec(kind, arg uint8) Codec {
 }
 
 // FuzzDecode decodes arbitrary payloads of the right length: no panic, no
-// write outside dst, and the values each format can produce.
+// write outside dst, and the values each format can produce. A payload or
+// destination one element off panics with comm's own message (the
+// documented contract) rather than reading or writing past a buffer.
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte{}, uint8(0), uint16(0), uint8(0), uint8(0))
 	f.Add([]byte{1, 2, 3, 4}, uint8(1), uint16(1), uint8(0), uint8(0))
@@ -44,6 +48,15 @@ func FuzzDecode(f *testing.F) {
 		c.Decode(y[:r*k], p, r, k)
 		if y[r*k] != 42 {
 			t.Fatalf("%s: Decode wrote past dst", c.Name())
+		}
+		for _, bad := range [][2]int{{r * k, ws + 1}, {r * k, ws - 1}, {r*k + 1, ws}, {r*k - 1, ws}} {
+			if bad[0] < 0 || bad[1] < 0 {
+				continue
+			}
+			if msg := decodePanic(c, make([]float32, bad[0]), make([]byte, bad[1]), r, k); !strings.HasPrefix(msg, "comm: ") {
+				t.Fatalf("%s: Decode of %d bytes into %d values for %d x %d: panic %q, want comm's shape panic",
+					c.Name(), bad[1], bad[0], r, k, msg)
+			}
 		}
 		switch c := c.(type) {
 		case trunc:
@@ -79,6 +92,18 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// decodePanic runs c.Decode and returns what it panicked with, "" if it did
+// not panic.
+func decodePanic(c Codec, dst []float32, src []byte, rows, cols int) (msg string) {
+	defer func() {
+		if p := recover(); p != nil {
+			msg = fmt.Sprint(p)
+		}
+	}()
+	c.Decode(dst, src, rows, cols)
+	return ""
 }
 
 // FuzzCodecRoundTrip encodes arbitrary float32 bits (NaN, Inf, subnormals
