@@ -127,7 +127,7 @@ more() {
 
 config() {
   cat >"$RESULTS/config.txt" <<EOF
-scripts/experiments.sh on $(uname -n): $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+scripts/experiments.sh on $(uname -n): $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); config written at git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 every run: gnn-spmd train <dataset> --ranks Q --partition P --seed S --epochs $EPOCHS --hidden $HIDDEN <method> --quiet --metrics FILE
 model: 3-layer GraphSAGE (mean), hidden $HIDDEN, Adam lr 0.01, no dropout, no weight decay, $EPOCHS epochs; evaluation at full precision
 csbm100k: hidden $GEN_HIDDEN; csbm1m: $BIG_EPOCHS epochs, hidden $BIG_HIDDEN
