@@ -114,7 +114,7 @@ func writeAccBytes(prefix, heading string, ss []plotSeries) error {
 	if len(grid) == 0 {
 		return errNoHaloBytes
 	}
-	p := newFigure(heading+"test accuracy at best validation within a byte budget",
+	p := newFigure(heading+"test accuracy at a byte budget",
 		"budget: cumulative training halo bytes (log scale; 1 MB = 10^6 B)", "test accuracy (%), mean over seeds")
 	p.X.Tick.Marker = logTicks{decimalBytes}
 	for i, s := range ss {
