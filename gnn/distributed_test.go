@@ -3,7 +3,6 @@ package gnn
 import (
 	"fmt"
 	"math"
-	"sync"
 	"testing"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
@@ -72,20 +71,7 @@ func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int
 			trainers[r].Compress = compress()
 		}
 	}
-	stats := make([][]EpochStats, q)
-	errs := make([]error, q)
-	var wg sync.WaitGroup
-	for r := range trainers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[r] = trainers[r].Run(func(s EpochStats) error { stats[r] = append(stats[r], s); return nil })
-			if errs[r] != nil {
-				comms[r].Fail(errs[r])
-			}
-		}()
-	}
-	wg.Wait()
+	errs, stats := runAll(trainers, comms)
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)

@@ -384,18 +384,8 @@ func TestMPIRankKilledCheckpoint(t *testing.T) {
 	watch, seen := lineSeen("epoch   20")
 	r := start(t, cmd, watch)
 	<-seen
-	out, err := exec.Command("pgrep", "-P", strconv.Itoa(cmd.Process.Pid)).Output()
-	if err != nil {
-		t.Fatalf("pgrep: %v", err)
-	}
-	pids := strings.Fields(string(out))
-	if len(pids) != 3 {
-		t.Fatalf("found rank pids %v, want 3", pids)
-	}
-	victim, _ := strconv.Atoi(pids[len(pids)-1])
-	killed := time.Now()
-	syscall.Kill(victim, syscall.SIGKILL)
-	err, _, _ = r.wait()
+	pids, killed := killLastRank(t, cmd, 3)
+	err, _, _ := r.wait()
 	t.Logf("mpirun exited %v after the kill: %v", time.Since(killed), err)
 	if err == nil {
 		t.Errorf("mpirun exited 0 after a rank was killed")

@@ -175,17 +175,7 @@ func TestMPIRankKilled(t *testing.T) {
 		for sc.Scan() {
 		}
 	}()
-	out, err := exec.Command("pgrep", "-P", strconv.Itoa(cmd.Process.Pid)).Output()
-	if err != nil {
-		t.Fatalf("pgrep: %v", err)
-	}
-	pids := strings.Fields(string(out))
-	if len(pids) != 3 {
-		t.Fatalf("found rank pids %v, want 3", pids)
-	}
-	victim, _ := strconv.Atoi(pids[len(pids)-1])
-	killed := time.Now()
-	syscall.Kill(victim, syscall.SIGKILL)
+	pids, killed := killLastRank(t, cmd, 3)
 	err = cmd.Wait()
 	took := time.Since(killed)
 	t.Logf("mpirun exited %v after the kill: %v", took, err)
@@ -240,4 +230,22 @@ func TestMPIWrongWorldSize(t *testing.T) {
 	if code, _, stderr := runCLI("train", "--parts", dir, "--ranks", "3", "--epochs", "1"); code != exitBadInput || !strings.Contains(stderr, "3 ranks") {
 		t.Errorf("--ranks 3: exit %d, %q", code, stderr)
 	}
+}
+
+// killLastRank sends SIGKILL to the newest of mpirun's want rank processes
+// and returns the ranks' pids and when it killed.
+func killLastRank(t *testing.T, cmd *exec.Cmd, want int) ([]string, time.Time) {
+	t.Helper()
+	out, err := exec.Command("pgrep", "-P", strconv.Itoa(cmd.Process.Pid)).Output()
+	if err != nil {
+		t.Fatalf("pgrep: %v", err)
+	}
+	pids := strings.Fields(string(out))
+	if len(pids) != want {
+		t.Fatalf("found rank pids %v, want %d", pids, want)
+	}
+	victim, _ := strconv.Atoi(pids[len(pids)-1])
+	killed := time.Now()
+	syscall.Kill(victim, syscall.SIGKILL)
+	return pids, killed
 }
