@@ -1,0 +1,204 @@
+//go:build !cpu
+
+// Package cublas is a thin binding to cuBLAS's single-precision GEMM. The
+// library is loaded at run time with dlopen, so the GPU build links without
+// the cuBLAS headers or libraries and the same binary works with cuBLAS 11,
+// 12 or 13.
+package cublas
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+// Our own declarations (cublas_api.h is not installed): handles and streams
+// are opaque pointers, enums are ints.
+typedef void *cublasHandle_t;
+typedef int cublasStatus_t;
+
+static cublasStatus_t (*p_create)(cublasHandle_t *);
+static cublasStatus_t (*p_destroy)(cublasHandle_t);
+static cublasStatus_t (*p_set_stream)(cublasHandle_t, void *);
+static cublasStatus_t (*p_set_math_mode)(cublasHandle_t, int);
+static cublasStatus_t (*p_sgemm)(cublasHandle_t, int, int, int, int, int,
+	const float *, const float *, int, const float *, int,
+	const float *, float *, int);
+
+// open_lib returns the library, or NULL and dlerror's message in *err;
+// dlerror is per-thread, so it is read in the same C call as dlopen.
+static void *open_lib(const char *name, const char **err) {
+	void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	*err = lib ? NULL : dlerror();
+	return lib;
+}
+
+// load_syms returns the name of the first required symbol that is missing.
+static const char *load_syms(void *lib) {
+	if (!(p_create = dlsym(lib, "cublasCreate_v2"))) return "cublasCreate_v2";
+	if (!(p_destroy = dlsym(lib, "cublasDestroy_v2"))) return "cublasDestroy_v2";
+	if (!(p_set_stream = dlsym(lib, "cublasSetStream_v2"))) return "cublasSetStream_v2";
+	if (!(p_sgemm = dlsym(lib, "cublasSgemm_v2"))) return "cublasSgemm_v2";
+	p_set_math_mode = dlsym(lib, "cublasSetMathMode"); // optional
+	return NULL;
+}
+
+static int create(cublasHandle_t *h) { return p_create(h); }
+static int destroy(cublasHandle_t h) { return p_destroy(h); }
+static int set_stream(cublasHandle_t h, void *s) { return p_set_stream(h, s); }
+
+// set_default_math returns -1 when the library has no cublasSetMathMode.
+static int set_default_math(cublasHandle_t h) {
+	return p_set_math_mode ? p_set_math_mode(h, 0) : -1; // CUBLAS_DEFAULT_MATH
+}
+
+// sgemm takes alpha and beta by value and device addresses as integers, so
+// no Go pointer crosses into C.
+static int sgemm(cublasHandle_t h, int ta, int tb, int m, int n, int k,
+		float alpha, uintptr_t a, int lda, uintptr_t b, int ldb,
+		float beta, uintptr_t c, int ldc) {
+	return p_sgemm(h, ta, tb, m, n, k, &alpha, (const float *)a, lda,
+		(const float *)b, ldb, &beta, (float *)c, ldc);
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// sonames are tried in order: the newest cuBLAS first.
+var sonames = []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"}
+
+var (
+	loadOnce sync.Once
+	loadErr  error
+)
+
+func load() { loadErr = loadFirst(sonames) }
+
+// loadFirst loads the first of names that dlopen accepts and its symbols.
+func loadFirst(names []string) error {
+	var last string
+	for _, name := range names {
+		cs := C.CString(name)
+		var msg *C.char
+		lib := C.open_lib(cs, &msg)
+		C.free(unsafe.Pointer(cs))
+		if lib != nil {
+			if sym := C.load_syms(lib); sym != nil {
+				return fmt.Errorf("cublas: %s has no symbol %s", name, C.GoString(sym))
+			}
+			return nil
+		}
+		last = C.GoString(msg)
+	}
+	return fmt.Errorf("cublas: cannot load cuBLAS (tried %s): %s", strings.Join(names, ", "), last)
+}
+
+// Handle is one cuBLAS context (cublasHandle_t). It is not safe for
+// concurrent use, like the handle it wraps.
+type Handle struct {
+	h C.cublasHandle_t
+}
+
+// Open loads cuBLAS (once per process) and creates a handle on the current
+// CUDA context. The math mode is set to CUBLAS_DEFAULT_MATH, so SGEMM does
+// not use TF32 and matches the CPU float32 products within float tolerance.
+func Open() (*Handle, error) {
+	loadOnce.Do(load)
+	if loadErr != nil {
+		return nil, loadErr
+	}
+	var h C.cublasHandle_t
+	if err := check("cublasCreate_v2", C.create(&h)); err != nil {
+		return nil, err
+	}
+	if rc := C.set_default_math(h); rc > 0 {
+		C.destroy(h)
+		return nil, check("cublasSetMathMode", rc)
+	}
+	return &Handle{h: h}, nil
+}
+
+var errClosed = errors.New("cublas: handle is closed")
+
+// SetStream makes later calls on h run on stream (a CUstream or
+// cudaStream_t); nil is the default stream.
+func (h *Handle) SetStream(stream unsafe.Pointer) error {
+	if h.h == nil {
+		return errClosed
+	}
+	return check("cublasSetStream_v2", C.set_stream(h.h, stream))
+}
+
+// Sgemm computes C = alpha*op(A)*op(B) + beta*C with cublasSgemm_v2's
+// semantics: column-major, op(A) is m x k, op(B) is k x n, C is m x n, and
+// a, b, c are device addresses. It is asynchronous on h's stream.
+func (h *Handle) Sgemm(transA, transB bool, m, n, k int, alpha float32, a uintptr, lda int,
+	b uintptr, ldb int, beta float32, c uintptr, ldc int) error {
+	if h.h == nil {
+		return errClosed
+	}
+	for _, d := range [...]struct {
+		name string
+		v    int
+	}{{"m", m}, {"n", n}, {"k", k}, {"lda", lda}, {"ldb", ldb}, {"ldc", ldc}} {
+		if d.v < math.MinInt32 || d.v > math.MaxInt32 {
+			return fmt.Errorf("cublas: Sgemm: %s=%d does not fit in a C int", d.name, d.v)
+		}
+	}
+	return check("cublasSgemm_v2", C.sgemm(h.h, op(transA), op(transB), C.int(m), C.int(n), C.int(k),
+		C.float(alpha), C.uintptr_t(a), C.int(lda), C.uintptr_t(b), C.int(ldb),
+		C.float(beta), C.uintptr_t(c), C.int(ldc)))
+}
+
+// Close destroys the handle; closing twice is a no-op.
+func (h *Handle) Close() error {
+	if h.h == nil {
+		return nil
+	}
+	err := check("cublasDestroy_v2", C.destroy(h.h))
+	h.h = nil
+	return err
+}
+
+// op maps a transpose flag to cublasOperation_t (CUBLAS_OP_N=0, CUBLAS_OP_T=1).
+func op(trans bool) C.int {
+	if trans {
+		return 1
+	}
+	return 0
+}
+
+// statusNames are cublasStatus_t's values (cublas_api.h).
+var statusNames = map[int]string{
+	1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED",
+	7: "CUBLAS_STATUS_INVALID_VALUE", 8: "CUBLAS_STATUS_ARCH_MISMATCH",
+	11: "CUBLAS_STATUS_MAPPING_ERROR", 13: "CUBLAS_STATUS_EXECUTION_FAILED",
+	14: "CUBLAS_STATUS_INTERNAL_ERROR", 15: "CUBLAS_STATUS_NOT_SUPPORTED",
+	16: "CUBLAS_STATUS_LICENSE_ERROR",
+}
+
+// StatusName names a cublasStatus_t code.
+func StatusName(code int) string {
+	if code == 0 {
+		return "CUBLAS_STATUS_SUCCESS"
+	}
+	if s, ok := statusNames[code]; ok {
+		return s
+	}
+	return fmt.Sprintf("cublasStatus_t %d", code)
+}
+
+func check(fn string, rc C.int) error {
+	if rc == 0 {
+		return nil
+	}
+	return fmt.Errorf("cublas: %s: %s", fn, StatusName(int(rc)))
+}
