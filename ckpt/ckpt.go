@@ -49,6 +49,7 @@ type Param struct {
 // and moments (gradients are all-reduced), so any rank's trainer will do.
 func Capture(cfg Config, datasetName string, t *gnn.Trainer, history []gnn.EpochStats) *Checkpoint {
 	c := &Checkpoint{Config: cfg, DatasetName: datasetName, Epoch: len(history), Step: t.Step(), History: history}
+	t.Model.SyncToHost()
 	for _, p := range t.Model.Params {
 		c.Params = append(c.Params, Param{p.Name, p.Rows, p.Cols, p.W, p.M, p.V})
 	}
@@ -83,6 +84,7 @@ func (c *Checkpoint) Restore(t *gnn.Trainer) error {
 		copy(p.M, q.M)
 		copy(p.V, q.V)
 	}
+	t.Model.SyncToDevice()
 	if a := adaptive(t); a != nil {
 		if c.Adaptive == nil {
 			return fmt.Errorf("restore: the checkpoint has no adaptive schedule state")

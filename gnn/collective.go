@@ -27,6 +27,30 @@ type Reducer interface {
 	AllReduceFloat64(x []float64) error
 }
 
+// DeviceReducer is a Reducer that sums matrices in a device's memory in
+// place (NCCL's all-reduce); without one, device gradients travel through
+// the host.
+type DeviceReducer interface {
+	Reducer
+	AllReduceMat(x *kernels.Mat) error
+}
+
+// allReduceGrad sums p's gradient over the ranks.
+func allReduceGrad(r Reducer, dev kernels.Device, p *Param) error {
+	switch dr, ok := r.(DeviceReducer); {
+	case dev.Host():
+		return r.AllReduceFloat32(p.g.Data[:p.g.Len()])
+	case ok:
+		return dr.AllReduceMat(p.g)
+	}
+	dev.Download(p.G, p.g)
+	if err := r.AllReduceFloat32(p.G); err != nil {
+		return err
+	}
+	dev.Upload(p.g, p.G)
+	return nil
+}
+
 // Alone is the Halo and Reducer of a single rank: nothing to exchange.
 type Alone struct{}
 

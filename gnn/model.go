@@ -46,12 +46,16 @@ func (c ModelConfig) validate() error {
 	return nil
 }
 
-// Param is one trainable tensor with its gradient and Adam moments.
+// Param is one trainable tensor with its gradient and Adam moments. W, M
+// and V are the host copies that checkpoints read and write; training works
+// on the device's matrices, which on the CPU are the same memory
+// (Model.SyncToHost and SyncToDevice move them otherwise).
 type Param struct {
 	Name       string
 	Rows, Cols int
 	W, G, M, V []float32
 	Decay      bool // weight decay applies (weights yes, biases no)
+	w, g, m, v *kernels.Mat
 }
 
 // paramNames names layer l's parameters: the self weight (SAGE only, ""
@@ -91,8 +95,43 @@ func newParam(name string, rows, cols int, decay bool) *Param {
 		W: make([]float32, n), G: make([]float32, n), M: make([]float32, n), V: make([]float32, n)}
 }
 
-func (p *Param) mat() *kernels.Mat  { return &kernels.Mat{Rows: p.Rows, Cols: p.Cols, Data: p.W} }
-func (p *Param) grad() *kernels.Mat { return &kernels.Mat{Rows: p.Rows, Cols: p.Cols, Data: p.G} }
+// place gives p its device matrices: the host slices themselves on a host
+// device, else copies.
+func (p *Param) place(dev kernels.Device) {
+	host := []*[]float32{&p.W, &p.G, &p.M, &p.V}
+	dst := []**kernels.Mat{&p.w, &p.g, &p.m, &p.v}
+	for i, h := range host {
+		if dev.Host() {
+			*dst[i] = &kernels.Mat{Rows: p.Rows, Cols: p.Cols, Data: *h}
+		} else {
+			*dst[i] = dev.NewMat(p.Rows, p.Cols)
+			dev.Upload(*dst[i], *h)
+		}
+	}
+}
+
+// Grad is the device matrix of the gradient (what the all-reduce sums).
+func (p *Param) Grad() *kernels.Mat { return p.g }
+
+// SyncToHost copies the parameters and Adam moments from the device into
+// the Params' host slices (a no-op on the CPU), for a checkpoint.
+func (m *Model) SyncToHost() {
+	for _, p := range m.Params {
+		m.dev.Download(p.W, p.w)
+		m.dev.Download(p.M, p.m)
+		m.dev.Download(p.V, p.v)
+	}
+}
+
+// SyncToDevice copies the host slices of the parameters and Adam moments
+// to the device (a no-op on the CPU), after a restore.
+func (m *Model) SyncToDevice() {
+	for _, p := range m.Params {
+		m.dev.Upload(p.w, p.W)
+		m.dev.Upload(p.m, p.M)
+		m.dev.Upload(p.v, p.V)
+	}
+}
 
 // layer is one message-passing layer. SAGE: y = X Ws + A X Wn + b; GCN:
 // y = A X W + b. The product with Wn and the aggregation by A commute, so a
@@ -125,8 +164,10 @@ type Model struct {
 	dev    kernels.Device
 	// Gradient scratch, each sized for the widest layer: two ping-pong
 	// buffers for d(layer input) and one for d(A x) or d(x Wn).
-	dA, dB, dZ []float32
+	dA, dB, dZ *kernels.Mat
 	dlogits    *kernels.Mat
+	// features is the input on the device (local.Features on the CPU).
+	features *kernels.Mat
 }
 
 // NewModel allocates a model for the given rank view, initialised with
@@ -140,7 +181,11 @@ func NewModel(cfg ModelConfig, local *Local, dev kernels.Device) (*Model, error)
 		return nil, fmt.Errorf("model input width %d but features have %d columns", cfg.InDim, local.Features.Cols)
 	}
 	dims := cfg.Dims()
-	m := &Model{Config: cfg, local: local, dev: dev}
+	m := &Model{Config: cfg, local: local, dev: dev, features: local.Features}
+	if !dev.Host() {
+		m.features = dev.NewMat(local.Features.Rows, local.Features.Cols)
+		dev.Upload(m.features, local.Features.Data)
+	}
 	rows := local.NumOwned + local.NumHalo
 	own := local.NumOwned
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
@@ -168,27 +213,23 @@ func NewModel(cfg ModelConfig, local *Local, dev kernels.Device) (*Model, error)
 		}
 		switch {
 		case l == 0 && cfg.Dropout == 0 && ly.projectFirst:
-			ly.x = local.Features // read only: nothing writes a project-first input
+			ly.x = m.features // read only: nothing writes a project-first input
 		case l == 0 && cfg.Dropout == 0:
 			// The input never changes: copy the features in once.
-			ly.x = kernels.NewMat(xRows, in)
-			copy(ly.x.Data, local.Features.Data)
+			ly.x = dev.NewMat(xRows, in)
+			dev.Copy(ly.x.View(0, own), m.features)
 		default:
-			ly.x = kernels.NewMat(xRows, in)
+			ly.x = dev.NewMat(xRows, in)
 		}
 		if cfg.Dropout > 0 {
-			ly.mask = kernels.NewMat(own, in)
+			ly.mask = dev.NewMat(own, in)
 		}
 		if ly.projectFirst {
-			ly.p = kernels.NewMat(rows, out)
+			ly.p = dev.NewMat(rows, out)
 		} else {
-			ly.z = kernels.NewMat(own, in)
+			ly.z = dev.NewMat(own, in)
 		}
-		ly.y = kernels.NewMat(own, out)
-		ly.wn, ly.gn = ly.neigh.mat(), ly.neigh.grad()
-		if ly.isSAGE {
-			ly.ws, ly.gs = ly.self.mat(), ly.self.grad()
-		}
+		ly.y = dev.NewMat(own, out)
 		m.layers = append(m.layers, ly)
 	}
 	if cfg.Dropout == 0 {
@@ -199,10 +240,19 @@ func NewModel(cfg ModelConfig, local *Local, dev kernels.Device) (*Model, error)
 			m.layers[l+1].inPlace = true
 		}
 	}
-	m.dA = make([]float32, rows*widest)
-	m.dB = make([]float32, rows*widest)
-	m.dZ = make([]float32, rows*widest)
-	m.dlogits = kernels.NewMat(own, cfg.Classes)
+	for _, p := range m.Params {
+		p.place(dev)
+	}
+	for _, ly := range m.layers {
+		ly.wn, ly.gn = ly.neigh.w, ly.neigh.g
+		if ly.isSAGE {
+			ly.ws, ly.gs = ly.self.w, ly.self.g
+		}
+	}
+	m.dA = dev.NewMat(rows, widest)
+	m.dB = dev.NewMat(rows, widest)
+	m.dZ = dev.NewMat(rows, widest)
+	m.dlogits = dev.NewMat(own, cfg.Classes)
 	return m, nil
 }
 
@@ -235,7 +285,7 @@ func (m *Model) Forward(halo Halo, train bool, epoch int) (*kernels.Mat, error) 
 		// 1. The owned rows of this layer's input.
 		var src *kernels.Mat
 		if l == 0 {
-			src = loc.Features
+			src = m.features
 		} else {
 			src = m.layers[l-1].y
 		}
@@ -244,7 +294,7 @@ func (m *Model) Forward(halo Halo, train bool, epoch int) (*kernels.Mat, error) 
 		case train && m.Config.Dropout > 0:
 			d.Dropout(src, xOwn, ly.mask, m.Config.Dropout, dropoutSeed(m.Config.Seed, epoch, l), loc.GlobalIDs)
 		case !ly.inPlace && (l > 0 || m.Config.Dropout > 0):
-			copy(xOwn.Data, src.Data)
+			d.Copy(xOwn, src)
 		}
 		// 2. Halo rows from their owners, aggregation and the dense part.
 		if ly.projectFirst {
@@ -263,7 +313,7 @@ func (m *Model) Forward(halo Halo, train bool, epoch int) (*kernels.Mat, error) 
 		if ly.isSAGE {
 			d.Gemm(false, false, 1, xOwn, ly.ws, 1, ly.y)
 		}
-		d.AddBias(ly.y, ly.bias.W)
+		d.AddBias(ly.y, ly.bias.w)
 		if !ly.last {
 			d.ReLU(ly.y, ly.y)
 		}
@@ -282,18 +332,18 @@ func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
 		if !ly.last {
 			d.ReLUBackward(ly.y, dOut, dOut)
 		}
-		d.BiasGrad(dOut, ly.bias.G, false)
+		d.BiasGrad(dOut, ly.bias.g, false)
 		xOwn := ly.x.View(0, own)
 		if ly.isSAGE {
 			d.Gemm(true, false, 1, xOwn, dOut, 0, ly.gs)
 		}
 		// d(layer input), owned(+halo) rows, into the scratch not holding dOut.
 		buf := m.dA
-		if len(dOut.Data) > 0 && &dOut.Data[0] == &m.dA[0] {
+		if sameStart(dOut, m.dA) {
 			buf = m.dB
 		}
 		if ly.projectFirst {
-			dP := &kernels.Mat{Rows: rows, Cols: ly.out, Data: m.dZ[:rows*ly.out]}
+			dP := m.dZ.Reshape(rows, ly.out)
 			d.SpMM(loc.Adj.T, dOut, dP, false)
 			if err := halo.Backward(l, dP); err != nil {
 				return fmt.Errorf("layer %d backward halo exchange: %w", l, err)
@@ -303,7 +353,7 @@ func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
 			if l == 0 {
 				break // no gradient w.r.t. the input features
 			}
-			dX := &kernels.Mat{Rows: own, Cols: ly.in, Data: buf[:own*ly.in]}
+			dX := buf.Reshape(own, ly.in)
 			d.Gemm(false, true, 1, dPOwn, ly.wn, 0, dX)
 			if ly.isSAGE {
 				d.Gemm(false, true, 1, dOut, ly.ws, 1, dX)
@@ -314,12 +364,12 @@ func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
 			if l == 0 {
 				break
 			}
-			dX := &kernels.Mat{Rows: rows, Cols: ly.in, Data: buf[:rows*ly.in]}
-			dZ := &kernels.Mat{Rows: own, Cols: ly.in, Data: m.dZ[:own*ly.in]}
+			dX := buf.Reshape(rows, ly.in)
+			dZ := m.dZ.Reshape(own, ly.in)
 			d.Gemm(false, true, 1, dOut, ly.wn, 0, dZ)
 			if ly.isSAGE {
 				d.Gemm(false, true, 1, dOut, ly.ws, 0, dX.View(0, own))
-				d.Zero(dX.Data[own*ly.in:])
+				d.Zero(dX.View(own, rows))
 				d.SpMM(loc.Adj.T, dZ, dX, true)
 			} else {
 				d.SpMM(loc.Adj.T, dZ, dX, false)
@@ -348,4 +398,12 @@ func (m *Model) ExchangeWidths() []int {
 		}
 	}
 	return w
+}
+
+// sameStart reports whether a and b start at the same memory.
+func sameStart(a, b *kernels.Mat) bool {
+	if a.Data == nil || b.Data == nil {
+		return a.Data == nil && b.Data == nil && a.Ptr == b.Ptr
+	}
+	return len(a.Data) > 0 && len(b.Data) > 0 && &a.Data[0] == &b.Data[0]
 }

@@ -302,10 +302,10 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 	reduceStart := time.Now()
 	for i, p := range m.Params {
 		comm.Label(t.Reduce, &t.gradOps[i])
-		if err := t.Reduce.AllReduceFloat32(p.G); err != nil {
+		if err := allReduceGrad(t.Reduce, dev, p); err != nil {
 			return EpochStats{}, fmt.Errorf("gradient all-reduce of %s: %w", p.Name, err)
 		}
-		st.GradNorm += dev.SumSquares(p.G)
+		st.GradNorm += dev.SumSquares(p.g)
 	}
 	st.GradNorm = math.Sqrt(st.GradNorm)
 	if t.Stop != nil && t.Stop(epoch) {
@@ -341,7 +341,7 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 		if p.Decay {
 			wd = c.WeightDecay
 		}
-		dev.Adam(p.W, p.G, p.M, p.V, t.step, c.LR, c.Beta1, c.Beta2, c.Eps, wd)
+		dev.Adam(p.w, p.g, p.m, p.v, t.step, c.LR, c.Beta1, c.Beta2, c.Eps, wd)
 	}
 	st.TrainAcc = t.scal[scalTrain] / float64(loc.GlobalTrain)
 	st.ValAcc = t.scal[scalValid] / float64(loc.GlobalValid)

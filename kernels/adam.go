@@ -20,7 +20,8 @@ type adamTask struct {
 //	p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
 //
 // The bias corrections are computed once per call in float64.
-func (p *CPU) Adam(param, g, m, v []float32, step int, lr, beta1, beta2, eps, weightDecay float32) {
+func (p *CPU) Adam(pm, gm, mm, vm *Mat, step int, lr, beta1, beta2, eps, weightDecay float32) {
+	param, g, m, v := pm.Data[:pm.Len()], gm.Data[:gm.Len()], mm.Data[:mm.Len()], vm.Data[:vm.Len()]
 	n := len(param)
 	if len(g) != n || len(m) != n || len(v) != n {
 		panic(fmt.Sprintf("kernels: Adam: lengths %d, %d, %d, %d", n, len(g), len(m), len(v)))

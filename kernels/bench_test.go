@@ -126,11 +126,11 @@ func BenchmarkAdam(b *testing.B) {
 		clear(v)
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(n) * 4 * 7) // reads p, g, m, v; writes p, m, v
-			p.Adam(w, g, m, v, 1, 1e-3, 0.9, 0.999, 1e-8, 5e-4)
+			p.Adam(Vec(w), Vec(g), Vec(m), Vec(v), 1, 1e-3, 0.9, 0.999, 1e-8, 5e-4)
 			step := 1
 			for b.Loop() {
 				step++
-				p.Adam(w, g, m, v, step, 1e-3, 0.9, 0.999, 1e-8, 5e-4)
+				p.Adam(Vec(w), Vec(g), Vec(m), Vec(v), step, 1e-3, 0.9, 0.999, 1e-8, 5e-4)
 			}
 		})
 	}

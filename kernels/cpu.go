@@ -155,3 +155,39 @@ func sameShape(op string, a, b *Mat) {
 		panic(fmt.Sprintf("kernels: %s: shape mismatch %dx%d vs %dx%d", op, a.Rows, a.Cols, b.Rows, b.Cols))
 	}
 }
+
+// NewMat allocates a zeroed host matrix.
+func (p *CPU) NewMat(rows, cols int) *Mat { return NewMat(rows, cols) }
+
+// Upload copies src into dst unless they are the same memory.
+func (p *CPU) Upload(dst *Mat, src []float32) {
+	d := dst.Data[:dst.Len()]
+	if len(src) != len(d) {
+		panic(fmt.Sprintf("kernels: Upload: %d values into %dx%d", len(src), dst.Rows, dst.Cols))
+	}
+	if len(d) > 0 && &d[0] == &src[0] {
+		return
+	}
+	copy(d, src)
+}
+
+// Download copies src into dst unless they are the same memory.
+func (p *CPU) Download(dst []float32, src *Mat) {
+	s := src.Data[:src.Len()]
+	if len(s) != len(dst) {
+		panic(fmt.Sprintf("kernels: Download: %dx%d into %d values", src.Rows, src.Cols, len(dst)))
+	}
+	if len(s) > 0 && &s[0] == &dst[0] {
+		return
+	}
+	copy(dst, s)
+}
+
+// Copy copies src into dst.
+func (p *CPU) Copy(dst, src *Mat) {
+	sameShape("Copy", dst, src)
+	copy(dst.Data[:dst.Len()], src.Data[:src.Len()])
+}
+
+// Host is true: the CPU's matrices are host slices.
+func (p *CPU) Host() bool { return true }

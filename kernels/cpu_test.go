@@ -325,7 +325,7 @@ func TestAddBias(t *testing.T) {
 					want.Data[i*y.Cols+j] += b[j]
 				}
 			}
-			p.AddBias(y, b)
+			p.AddBias(y, Vec(b))
 			bitsEqual(t, "AddBias", y.Data, want.Data)
 		}
 	})
@@ -347,7 +347,7 @@ func TestBiasGrad(t *testing.T) {
 						want[j] += float64(dy.Data[i*dy.Cols+j])
 					}
 				}
-				p.BiasGrad(dy, db, acc)
+				p.BiasGrad(dy, Vec(db), acc)
 				close32(t, "BiasGrad", db, want, 1e-6)
 			}
 		}
@@ -401,7 +401,7 @@ func TestMulZero(t *testing.T) {
 			bitsEqual(t, "Mul", y.Data, want.Data)
 			p.Mul(x, m, x)
 			bitsEqual(t, "Mul in place", x.Data, want.Data)
-			p.Zero(x.Data)
+			p.Zero(x)
 			bitsEqual(t, "Zero", x.Data, make([]float32, len(x.Data)))
 		}
 	})
@@ -686,7 +686,7 @@ func TestAdamTwoSteps(t *testing.T) {
 			p, m, v := []float32{c.p0}, []float32{0}, []float32{0}
 			for s := 0; s < 2; s++ {
 				g := []float32{c.g[s]}
-				dev.Adam(p, g, m, v, s+1, c.lr, c.b1, c.b2, c.eps, c.wd)
+				dev.Adam(Vec(p), Vec(g), Vec(m), Vec(v), s+1, c.lr, c.b1, c.b2, c.eps, c.wd)
 				w := c.want[s]
 				close32(t, "Adam p", p, []float64{w.p}, 1e-6)
 				close32(t, "Adam m", m, []float64{w.m}, 1e-6)
@@ -711,7 +711,7 @@ func TestAdamRandom(t *testing.T) {
 		lr, b1, b2, eps, wd := 0.01, 0.9, 0.999, 1e-8, 5e-4
 		for s := 1; s <= 3; s++ {
 			g := randMat(rng, 1, n).Data
-			dev.Adam(p, g, m, v, s, float32(lr), float32(b1), float32(b2), float32(eps), float32(wd))
+			dev.Adam(Vec(p), Vec(g), Vec(m), Vec(v), s, float32(lr), float32(b1), float32(b2), float32(eps), float32(wd))
 			for i := range rp {
 				gi := float64(g[i]) + float64(float32(wd))*rp[i]
 				rm[i] = float64(float32(b1))*rm[i] + (1-float64(float32(b1)))*gi
@@ -749,7 +749,7 @@ func TestDeterministicAcrossThreads(t *testing.T) {
 		p.SpMM(a.T, x, y, false)
 		r.y = y.Data
 		r.db = make([]float32, 19)
-		p.BiasGrad(dy, r.db, false)
+		p.BiasGrad(dy, Vec(r.db), false)
 		d := NewMat(20000, 19)
 		r.loss = p.SoftmaxCrossEntropy(logits, labels, rows, 1, d)
 		r.d = d.Data
@@ -802,16 +802,16 @@ func TestNoAllocs(t *testing.T) {
 	}{
 		{"SpMM", func() { p.SpMM(a, x, y, false) }},
 		{"SpMM^T", func() { p.SpMM(a.T, x, y, true) }},
-		{"AddBias", func() { p.AddBias(y, b) }},
-		{"BiasGrad", func() { p.BiasGrad(y, b, false) }},
+		{"AddBias", func() { p.AddBias(y, Vec(b)) }},
+		{"BiasGrad", func() { p.BiasGrad(y, Vec(b), false) }},
 		{"ReLU", func() { p.ReLU(x, y) }},
 		{"ReLUBackward", func() { p.ReLUBackward(x, y, y) }},
 		{"Dropout", func() { p.Dropout(x, y, m, 0.5, 1, ids) }},
 		{"Mul", func() { p.Mul(x, m, y) }},
-		{"Zero", func() { p.Zero(y.Data) }},
+		{"Zero", func() { p.Zero(y) }},
 		{"SoftmaxCrossEntropy", func() { p.SoftmaxCrossEntropy(logits, labels, rows, 1, d) }},
 		{"CountCorrect", func() { p.CountCorrect(logits, labels, rows) }},
-		{"Adam", func() { step++; p.Adam(w.Data, wa.Data, wb.Data, wv.Data, step, 0.01, 0.9, 0.999, 1e-8, 0.1) }},
+		{"Adam", func() { step++; p.Adam(w, wa, wb, wv, step, 0.01, 0.9, 0.999, 1e-8, 0.1) }},
 	}
 	if GemmBackend == "openblas" {
 		kernels = append(kernels, struct {
@@ -874,7 +874,7 @@ func TestScoreHistogramAUC(t *testing.T) {
 	if !math.IsNaN(AUC(make([]float64, 2*ScoreBins))) {
 		t.Error("AUC of an empty histogram is not NaN")
 	}
-	if got := p.SumSquares([]float32{3, 4}); got != 25 {
+	if got := p.SumSquares(Vec([]float32{3, 4})); got != 25 {
 		t.Errorf("SumSquares(3, 4) = %v", got)
 	}
 }

@@ -4,24 +4,52 @@
 // implementation (and the twin every accelerator kernel is tested against).
 package kernels
 
-// Mat is a dense row-major float32 matrix: element (i, j) is Data[i*Cols+j].
+import "fmt"
+
+// Mat is a dense row-major float32 matrix: element (i, j) is Data[i*Cols+j]
+// in host memory, or the float32 at address Ptr + 4*(i*Cols+j) in an
+// accelerator's memory. A matrix lives in one place: Data is nil exactly
+// when it lives on a device. Only the Device that made a matrix reads it.
 type Mat struct {
 	Rows, Cols int
 	Data       []float32
+	Ptr        uintptr
 }
 
-// NewMat allocates a zeroed rows x cols matrix.
+// NewMat allocates a zeroed rows x cols matrix in host memory.
 func NewMat(rows, cols int) *Mat {
 	return &Mat{Rows: rows, Cols: cols, Data: make([]float32, rows*cols)}
 }
 
-// Row returns row i as a slice aliasing m.Data.
+// Vec wraps a host slice as a 1 x len(x) matrix (a bias, a parameter
+// vector) without copying.
+func Vec(x []float32) *Mat { return &Mat{Rows: 1, Cols: len(x), Data: x} }
+
+// Row returns row i of a host matrix as a slice aliasing m.Data.
 func (m *Mat) Row(i int) []float32 { return m.Data[i*m.Cols : (i+1)*m.Cols] }
 
-// View returns rows [lo, hi) as a matrix aliasing m.Data.
+// View returns rows [lo, hi) as a matrix aliasing m's memory.
 func (m *Mat) View(lo, hi int) *Mat {
+	if m.Data == nil && m.Ptr != 0 {
+		return &Mat{Rows: hi - lo, Cols: m.Cols, Ptr: m.Ptr + uintptr(4*lo*m.Cols)}
+	}
 	return &Mat{Rows: hi - lo, Cols: m.Cols, Data: m.Data[lo*m.Cols : hi*m.Cols]}
 }
+
+// Reshape returns the first rows*cols elements of m as a rows x cols
+// matrix aliasing m's memory (scratch buffers sized for the widest use).
+func (m *Mat) Reshape(rows, cols int) *Mat {
+	if rows*cols > m.Rows*m.Cols {
+		panic(fmt.Sprintf("kernels: Reshape %dx%d to %dx%d", m.Rows, m.Cols, rows, cols))
+	}
+	if m.Data == nil && m.Ptr != 0 {
+		return &Mat{Rows: rows, Cols: cols, Ptr: m.Ptr}
+	}
+	return &Mat{Rows: rows, Cols: cols, Data: m.Data[:rows*cols]}
+}
+
+// Len is the number of elements, Rows*Cols.
+func (m *Mat) Len() int { return m.Rows * m.Cols }
 
 // Adj is a weighted sparse matrix in CSR form: (A X)[i,:] = sum over k in
 // [Ptr[i], Ptr[i+1]) of Val[k] * X[Col[k],:]. Val == nil means all ones.
@@ -37,9 +65,27 @@ type Adj struct {
 
 // Device runs the numerical primitives of GNN training. Matrices passed in
 // must have matching shapes (implementations panic otherwise: a shape error is
-// a programming error, not bad input). Unless stated, outputs may not alias
-// inputs. Implementations are safe for use by one goroutine at a time.
+// a programming error, not bad input) and live in the device's memory (made
+// by its NewMat, or host matrices for the CPU). Unless stated, outputs may
+// not alias inputs. Index slices (labels, rows, row IDs) and Adj are host
+// data that must not change after their first use: an accelerator keeps a
+// copy. Implementations are safe for use by one goroutine at a time.
 type Device interface {
+	// Host reports whether the device's matrices live in host memory
+	// (Data set), so that host slices can be used in place.
+	Host() bool
+
+	// NewMat allocates a zeroed rows x cols matrix in the device's memory.
+	NewMat(rows, cols int) *Mat
+
+	// Upload copies len(src) == dst.Len() host values into dst; Download
+	// copies src into the host slice dst. Copy copies src into dst (same
+	// shape). On the CPU, Upload and Download between the same memory do
+	// nothing.
+	Upload(dst *Mat, src []float32)
+	Download(dst []float32, src *Mat)
+	Copy(dst, src *Mat)
+
 	// SpMM computes y = A x, or y += A x when accumulate is set.
 	// x is A.Cols x F, y is A.Rows x F.
 	SpMM(a *Adj, x, y *Mat, accumulate bool)
@@ -48,11 +94,12 @@ type Device interface {
 	// its transpose as transA/transB say. beta = 0 ignores c's old contents.
 	Gemm(transA, transB bool, alpha float32, a, b *Mat, beta float32, c *Mat)
 
-	// AddBias adds b (len y.Cols) to every row of y.
-	AddBias(y *Mat, b []float32)
+	// AddBias adds b (1 x y.Cols) to every row of y.
+	AddBias(y *Mat, b *Mat)
 
-	// BiasGrad computes db = column sums of dy (db += ... when accumulate).
-	BiasGrad(dy *Mat, db []float32, accumulate bool)
+	// BiasGrad computes db (1 x dy.Cols) = column sums of dy (db += ...
+	// when accumulate).
+	BiasGrad(dy *Mat, db *Mat, accumulate bool)
 
 	// ReLU computes y = max(x, 0); y may alias x.
 	ReLU(x, y *Mat)
@@ -86,15 +133,16 @@ type Device interface {
 
 	// SumSquares returns the sum of squares of x in float64 (a gradient's
 	// squared norm).
-	SumSquares(x []float32) float64
+	SumSquares(x *Mat) float64
 
 	// Adam performs one step (step >= 1) of Adam on p with gradient g and
 	// moments m, v. With weightDecay > 0 it adds weightDecay*p to the
 	// gradient first (L2 regularisation, as torch.optim.Adam does).
-	Adam(p, g, m, v []float32, step int, lr, beta1, beta2, eps, weightDecay float32)
+	// All four have the same number of elements.
+	Adam(p, g, m, v *Mat, step int, lr, beta1, beta2, eps, weightDecay float32)
 
 	// Zero sets every element of m to 0.
-	Zero(m []float32)
+	Zero(m *Mat)
 }
 
 // NewAdj builds the CSR matrix with the given arrays (which it keeps) and

@@ -13,8 +13,9 @@ type biasTask struct {
 }
 
 // AddBias adds b to every row of y.
-func (p *CPU) AddBias(y *Mat, b []float32) {
+func (p *CPU) AddBias(y *Mat, bias *Mat) {
 	checkMat("AddBias", y)
+	b := bias.Data[:bias.Len()]
 	if len(b) != y.Cols {
 		panic(fmt.Sprintf("kernels: AddBias: %d biases for %d columns", len(b), y.Cols))
 	}
@@ -40,8 +41,9 @@ type biasGradTask struct {
 
 // BiasGrad sums the columns of dy: each block of rows sums into its own
 // float64 partial row, and the partials are added in block order.
-func (p *CPU) BiasGrad(dy *Mat, db []float32, accumulate bool) {
+func (p *CPU) BiasGrad(dy *Mat, dbias *Mat, accumulate bool) {
 	checkMat("BiasGrad", dy)
+	db := dbias.Data[:dbias.Len()]
 	f := dy.Cols
 	if len(db) != f {
 		panic(fmt.Sprintf("kernels: BiasGrad: %d outputs for %d columns", len(db), f))
@@ -171,7 +173,9 @@ type zeroTask struct {
 }
 
 // Zero sets every element of m to 0.
-func (p *CPU) Zero(m []float32) {
+func (p *CPU) Zero(m *Mat) { p.zeroSlice(m.Data[:m.Len()]) }
+
+func (p *CPU) zeroSlice(m []float32) {
 	t := &p.zero
 	t.m, t.nc = m, p.chunks(len(m))
 	p.run(t, t.nc)

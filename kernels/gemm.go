@@ -26,7 +26,7 @@ func (p *CPU) Gemm(transA, transB bool, alpha float32, a, b *Mat, beta float32, 
 	cd := c.Data[:m*n]
 	if k == 0 {
 		if beta == 0 {
-			p.Zero(cd)
+			p.zeroSlice(cd)
 		} else if beta != 1 {
 			for i := range cd {
 				cd[i] *= beta

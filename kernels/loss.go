@@ -21,7 +21,7 @@ func (p *CPU) SoftmaxCrossEntropy(logits *Mat, labels []int32, rows []int32, sca
 	if len(labels) != logits.Rows {
 		panic(fmt.Sprintf("kernels: SoftmaxCrossEntropy: %d labels for %d rows", len(labels), logits.Rows))
 	}
-	p.Zero(dlogits.Data[:dlogits.Rows*dlogits.Cols])
+	p.zeroSlice(dlogits.Data[:dlogits.Len()])
 	if len(rows) == 0 {
 		return 0
 	}
@@ -143,9 +143,9 @@ func (p *CPU) ScoreHistogram(logits *Mat, labels []int32, rows []int32, hist []f
 }
 
 // SumSquares returns the sum of x[i]^2, accumulated in float64.
-func (p *CPU) SumSquares(x []float32) float64 {
+func (p *CPU) SumSquares(m *Mat) float64 {
 	s := 0.0
-	for _, v := range x {
+	for _, v := range m.Data[:m.Len()] {
 		s += float64(v) * float64(v)
 	}
 	return s

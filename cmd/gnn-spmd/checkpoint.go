@@ -102,11 +102,12 @@ func (c *checkpointer) after(t *gnn.Trainer, st gnn.EpochStats) error {
 	if n%c.every != 0 && n != c.cfg.Epochs && !st.Stop {
 		return nil
 	}
+	start := time.Now()
+	snap := ckpt.Capture(c.cfg, c.dataset, t, c.history) // brings the state to the host
 	if err := finiteState(t); err != nil {
 		return fmt.Errorf("epoch %d: %v: training diverged (lower --lr); %s was not overwritten", st.Epoch, err, c.path)
 	}
-	start := time.Now()
-	if err := ckpt.Write(c.path, c.keep, ckpt.Capture(c.cfg, c.dataset, t, c.history)); err != nil {
+	if err := ckpt.Write(c.path, c.keep, snap); err != nil {
 		return fmt.Errorf("--checkpoint: %w", err)
 	}
 	c.log.Info("checkpoint written", "file", c.path, "epoch", n, "seconds", time.Since(start).Seconds())
