@@ -581,3 +581,28 @@ func (c bf16) Decode(dst []float32, src []byte, rows, cols int) {
 		dst[j] = math.Float32frombits(uint32(src[2*j])<<16 | uint32(src[2*j+1])<<24)
 	}
 }
+
+// Spec says what a codec does, for devices that implement the same wire
+// formats: Kind "none" (raw float32, also quant(32)), "quant" with Bits 1..8
+// or 16 (bf16), or "trunc", whose Keep gives the columns sent.
+type Spec struct {
+	Kind string
+	Bits int
+	rate float64
+}
+
+// SpecOf describes c; nil is raw rows.
+func SpecOf(c Codec) Spec {
+	switch c := c.(type) {
+	case quant:
+		return Spec{Kind: "quant", Bits: int(c.b)}
+	case bf16:
+		return Spec{Kind: "quant", Bits: 16}
+	case trunc:
+		return Spec{Kind: "trunc", rate: c.r}
+	}
+	return Spec{Kind: "none", Bits: 32}
+}
+
+// Keep is the number of leading columns of width cols that trunc sends.
+func (s Spec) Keep(cols int) int { return trunc{s.rate}.keep(cols) }

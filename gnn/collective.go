@@ -37,6 +37,9 @@ type DeviceReducer interface {
 
 // allReduceGrad sums p's gradient over the ranks.
 func allReduceGrad(r Reducer, dev kernels.Device, p *Param) error {
+	if _, alone := r.(Alone); alone {
+		return nil
+	}
 	switch dr, ok := r.(DeviceReducer); {
 	case dev.Host():
 		return r.AllReduceFloat32(p.g.Data[:p.g.Len()])

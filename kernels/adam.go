@@ -32,10 +32,7 @@ func (p *CPU) Adam(pm, gm, mm, vm *Mat, step int, lr, beta1, beta2, eps, weightD
 	t := &p.adam
 	t.p, t.g, t.m, t.v = param, g, m, v
 	t.beta1, t.beta2, t.eps, t.wd = beta1, beta2, eps, weightDecay
-	bc1 := 1 - math.Pow(float64(beta1), float64(step))
-	bc2 := 1 - math.Pow(float64(beta2), float64(step))
-	t.stepSize = float32(float64(lr) / bc1)
-	t.bc2Sqrt = float32(math.Sqrt(bc2))
+	t.stepSize, t.bc2Sqrt = AdamCorrections(step, lr, beta1, beta2)
 	t.nc = p.chunks(4 * n)
 	p.run(t, t.nc)
 	t.p, t.g, t.m, t.v = nil, nil, nil, nil
@@ -57,4 +54,12 @@ func (t *adamTask) do(c int) {
 		denom := float32(math.Sqrt(float64(vi)))/t.bc2Sqrt + t.eps
 		p[i] -= t.stepSize * mi / denom
 	}
+}
+
+// AdamCorrections returns the step size lr/(1-b1^t) and sqrt(1-b2^t) of
+// step t, computed in float64 once per call (every device uses these).
+func AdamCorrections(step int, lr, beta1, beta2 float32) (stepSize, bc2Sqrt float32) {
+	bc1 := 1 - math.Pow(float64(beta1), float64(step))
+	bc2 := 1 - math.Pow(float64(beta2), float64(step))
+	return float32(float64(lr) / bc1), float32(math.Sqrt(bc2))
 }

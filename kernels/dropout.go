@@ -101,3 +101,7 @@ func (t *dropoutTask) do(c int) {
 		}
 	}
 }
+
+// Mix64 is the splitmix64 finaliser of the dropout hash (h = Mix64(seed)),
+// for devices that draw the same masks.
+func Mix64(z uint64) uint64 { return mix64(z) }
