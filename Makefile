@@ -11,7 +11,7 @@ TAGS ?= cpu $(BLAS_TAG)
 GOFLAGS_TAGS := -tags "$(TAGS)"
 BIN := bin/gnn-spmd
 
-.PHONY: deps build cpu test vet fuzz demo experiments bench clean
+.PHONY: deps build cpu cuda cuda-deps cuda-check gpu-bundle test vet fuzz demo experiments bench clean
 .DEFAULT_GOAL := build
 
 deps:
@@ -22,6 +22,34 @@ build: deps
 
 # The CPU-only build (what CI tests).
 cpu: build
+
+# The GPU build (no cpu tag): CUDA kernels from kernels/*.cu as embedded
+# PTX, gorgonia.org/cu for the driver API, cuBLAS and NCCL loaded at run
+# time. Needs a CUDA toolkit (nvcc, cuda.h, libcuda): scripts/cuda-deps.sh
+# installs Debian's CUDA 11.8. The binary also runs --device cpu.
+include kernels/ptx.mk
+CUDA_TAGS ?= $(BLAS_TAG)
+CUDA_BIN := bin/gnn-spmd-cuda
+
+cuda-deps:
+	@scripts/cuda-deps.sh
+
+cuda: deps cuda-deps
+	$(MAKE) ptx
+	go build -tags "$(CUDA_TAGS)" -o $(CUDA_BIN) ./cmd/gnn-spmd
+
+# What CI checks of the GPU build on a machine without a GPU: everything
+# compiles (tests included), and the tests run; those that need a GPU print
+# SKIP and pass, the dlopen bindings' error paths run for real.
+cuda-check: cuda
+	go vet -tags "$(CUDA_TAGS)" ./...
+	go test -tags "$(CUDA_TAGS)" -count=1 ./cgo/cublas ./cgo/nccl ./cgo/cudaprobe ./kernels/cuda ./comm/gpu
+
+# bin/gpu-bundle: the GPU binary, the GPU test binaries and the shared
+# libraries they need (ldd), for a GPU machine without Go, MPI or HDF5;
+# run scripts/gpu-check.sh there.
+gpu-bundle: cuda
+	scripts/gpu-bundle.sh
 
 vet: deps
 	go vet $(GOFLAGS_TAGS) ./...
@@ -70,5 +98,5 @@ experiments: build
 bench: build
 	scripts/bench.sh
 
-clean:
+clean: ptx-clean
 	rm -rf bin

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
@@ -18,9 +19,32 @@ import (
 // rankJob is everything one rank trains with.
 type rankJob struct {
 	rank    int
-	dev     *kernels.CPU
+	dev     rankDevice
 	trainer *gnn.Trainer
-	halo    *comm.Exchange // nil without halo traffic
+	release func() // the accelerator's transport
+}
+
+// rankDevice is a rank's kernels.Device, released when the rank ends.
+type rankDevice interface {
+	kernels.Device
+	Close()
+}
+
+// close releases the job's transport and device.
+func (j *rankJob) close() {
+	if j.release != nil {
+		j.release()
+	}
+	j.dev.Close()
+}
+
+// newDevice makes the rank's --device: the CPU with threads threads, or
+// the GPU of the given node-local ordinal.
+func (f *trainFlags) newDevice(threads, ordinal int) (rankDevice, error) {
+	if f.device == "cpu" {
+		return kernels.NewCPU(threads), nil
+	}
+	return newAccelerator(f.device, ordinal)
 }
 
 // jobInfo describes the run for rank 0's header lines.
@@ -60,8 +84,11 @@ func (f *trainFlags) loadDataset() (*data.Dataset, string, error) {
 }
 
 // newRankJob builds one rank's model, exchange and trainer.
-func (f *trainFlags) newRankJob(c comm.Comm, local *gnn.Local, sh *data.Shard, threads int) (*rankJob, error) {
-	dev := kernels.NewCPU(threads)
+func (f *trainFlags) newRankJob(c comm.Comm, local *gnn.Local, sh *data.Shard, threads, gpu int, inProcess bool) (*rankJob, error) {
+	dev, err := f.newDevice(threads, gpu)
+	if err != nil {
+		return nil, err
+	}
 	mcfg := gnn.ModelConfig{Model: f.model, Layers: f.layers, Hidden: f.hidden, InDim: local.Features.Cols,
 		Classes: local.NumClasses, Dropout: float32(f.dropout), Seed: f.seed}
 	model, err := gnn.NewModel(mcfg, local, dev)
@@ -75,22 +102,32 @@ func (f *trainFlags) newRankJob(c comm.Comm, local *gnn.Local, sh *data.Shard, t
 	if c != nil {
 		job.rank = c.Rank()
 		reduce = c
-		if len(sh.Halo) > 0 || anySend(sh.Send) {
-			if job.halo, err = comm.NewExchange(c, len(sh.Owned), sh.Send, sh.RecvStart, f.layers); err != nil {
+		switch {
+		case !dev.Host():
+			// Every rank builds its transport (NCCL's setup is collective),
+			// halo traffic or not.
+			if halo, reduce, job.release, err = acceleratorHalo(c, dev, sh, f.layers, inProcess); err != nil {
 				dev.Close()
 				return nil, err
 			}
-			halo = job.halo
+			if len(sh.Halo) == 0 && !anySend(sh.Send) {
+				halo = gnn.Alone{}
+			}
+		case len(sh.Halo) > 0 || anySend(sh.Send):
+			if halo, err = comm.NewExchange(c, len(sh.Owned), sh.Send, sh.RecvStart, f.layers); err != nil {
+				dev.Close()
+				return nil, err
+			}
 		}
 	}
 	tcfg := gnn.DefaultTrainConfig()
 	tcfg.Epochs, tcfg.LR, tcfg.WeightDecay = f.epochs, float32(f.lr), float32(f.weightDecay)
 	if job.trainer, err = gnn.NewTrainer(model, tcfg, halo, reduce); err != nil {
-		dev.Close()
+		job.close()
 		return nil, usagef("train: %v", err)
 	}
 	if job.trainer.Compress, err = f.compression(); err != nil {
-		dev.Close()
+		job.close()
 		return nil, usagef("train: %v", err)
 	}
 	return job, nil
@@ -116,6 +153,18 @@ func (f *trainFlags) localView(sh *data.Shard) (*data.Shard, *gnn.Local, error) 
 		return nil, nil, usagef("train: %v", err)
 	}
 	return sh, local, nil
+}
+
+// localRank is the node-local rank that picks an MPI rank's GPU, from the
+// launcher's environment (Open MPI, MPICH's Hydra, Slurm), else the world
+// rank.
+func localRank(worldRank int) int {
+	for _, k := range []string{"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"} {
+		if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v >= 0 {
+			return v
+		}
+	}
+	return worldRank
 }
 
 // threadsPerRank shares --threads (or all cores) among q ranks.
@@ -192,11 +241,11 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 	}
 	defer stop()
 	if single != nil {
-		job, err := f.newRankJob(nil, single, nil, f.threadsPerRank(1))
+		job, err := f.newRankJob(nil, single, nil, f.threadsPerRank(1), 0, true)
 		if err != nil {
 			return err
 		}
-		defer job.dev.Close()
+		defer job.close()
 		if err := ck.restore(job.trainer); err != nil {
 			return err
 		}
@@ -226,11 +275,13 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		job, err := f.newRankJob(c, local, sh, f.threadsPerRank(q))
+		// In-process ranks share GPU 0: NCCL refuses two ranks on one GPU,
+		// so their payloads move by device copies.
+		job, err := f.newRankJob(c, local, sh, f.threadsPerRank(q), 0, true)
 		if err != nil {
 			return err
 		}
-		defer job.dev.Close()
+		defer job.close()
 		if err := ck.restore(job.trainer); err != nil {
 			return err
 		}
@@ -297,7 +348,7 @@ func trainMPI(f *trainFlags, stdout, stderr io.Writer) error {
 		c.Barrier()
 		return se
 	}
-	defer job.dev.Close()
+	defer job.close()
 	// Halo rows summed over ranks for the header.
 	counts := []float64{float64(info.haloRows)}
 	comm.Label(c, &opHaloRows)
@@ -395,12 +446,12 @@ func (f *trainFlags) setupMPIRank(c comm.Comm, info *jobInfo) (*rankJob, *checkp
 	if err != nil {
 		return nil, nil, err
 	}
-	job, err := f.newRankJob(c, local, sh, f.threadsPerRank(1))
+	job, err := f.newRankJob(c, local, sh, f.threadsPerRank(1), localRank(rank), false)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := ck.restore(job.trainer); err != nil {
-		job.dev.Close()
+		job.close()
 		return nil, nil, err
 	}
 	return job, ck, nil

@@ -21,6 +21,7 @@ type trainFlags struct {
 	data, split, model, metrics string
 	layers, hidden, epochs      int
 	threads, ranks              int
+	device                      string
 	lr, weightDecay, dropout    float64
 	seed, partitionSeed         uint64
 	quiet, normalize, noComm    bool
@@ -64,6 +65,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the summary")
 	fs.BoolVar(&f.normalize, "normalize-features", false, "scale every feature row to unit L1 norm (Kipf & Welling's preprocessing)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads for kernels, shared by the ranks of this process (0 = all)")
+	fs.StringVar(&f.device, "device", defaultDevice, "where the kernels run: cpu, or cuda (the GPU build; each MPI rank binds the GPU of its node-local rank)")
 	fs.IntVar(&f.ranks, "ranks", 1, "run Q ranks as goroutines in this process (without mpirun)")
 	fs.StringVar(&f.partition, "partition", "random", "partition on the fly: random or metis (ignored with --parts)")
 	fs.Uint64Var(&f.partitionSeed, "partition-seed", 0, "seed of the on-the-fly partitioner")
@@ -116,6 +118,10 @@ func (f *trainFlags) check() error {
 		return usagef("train: --threads: got %d, expected >= 0", f.threads)
 	case f.ranks < 1:
 		return usagef("train: --ranks: got %d, expected >= 1", f.ranks)
+	case f.device != "cpu" && f.device != "cuda":
+		return usagef("train: --device: got %q, expected cpu or cuda", f.device)
+	case f.device == "cuda" && defaultDevice == "cpu":
+		return usagef("train: --device cuda: this binary is the CPU build (-tags cpu); build the GPU one with make cuda")
 	case f.partition != "random" && f.partition != "metis":
 		return usagef("train: --partition: got %q, expected random or metis", f.partition)
 	case f.parts != "" && f.normalize:
@@ -235,8 +241,12 @@ func newReporter(f *trainFlags, info jobInfo, out io.Writer) *reporter {
 		}
 		fmt.Fprintf(out, "ranks %d, partition %s, %d halo rows per layer in all, %s\n", info.ranks, info.partition, info.haloRows, comm)
 	}
-	fmt.Fprintf(out, "model %s: %d layers, hidden %d, dropout %g; adam lr %g, weight decay %g, %d epochs; gemm %s\n",
-		f.model, f.layers, f.hidden, f.dropout, f.lr, f.weightDecay, f.epochs, kernels.GemmInfo())
+	dev := "cpu, gemm " + kernels.GemmInfo()
+	if f.device == "cuda" {
+		dev = "cuda (CUDA kernels, cuBLAS; one GPU per rank)"
+	}
+	fmt.Fprintf(out, "model %s: %d layers, hidden %d, dropout %g; adam lr %g, weight decay %g, %d epochs; device %s\n",
+		f.model, f.layers, f.hidden, f.dropout, f.lr, f.weightDecay, f.epochs, dev)
 	return r
 }
 

@@ -1,0 +1,89 @@
+//go:build !cpu
+
+package cuda
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+	"gorgonia.org/cu"
+)
+
+// GPU throughput next to the device's own copy bandwidth (the limit for
+// these memory-bound kernels). Bytes per op count float32 input read, as in
+// the CPU codec benchmarks; the copy counts the bytes copied (each read
+// once and written once).
+
+const benchRows, benchCols = 1 << 20, 128
+
+func benchInput(b *testing.B) (*Device, *kernels.Mat) {
+	d := device(b)
+	rng := rand.New(rand.NewPCG(1, 1))
+	return d, up(d, randMat(rng, benchRows, benchCols))
+}
+
+func wait(b *testing.B, d *Device) {
+	if err := d.Synchronize(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkCopy(b *testing.B) {
+	d, x := benchInput(b)
+	y := d.NewMat(x.Rows, x.Cols)
+	b.SetBytes(int64(4 * x.Len()))
+	for b.Loop() {
+		fail("copy", cu.MemcpyDtoD(cu.DevicePtr(y.Ptr), cu.DevicePtr(x.Ptr), int64(4*x.Len())))
+	}
+	wait(b, d)
+}
+
+func BenchmarkQuantEncode(b *testing.B) {
+	for _, bits := range []int{1, 2, 4, 8} {
+		b.Run(map[int]string{1: "b=1", 2: "b=2", 4: "b=4", 8: "b=8"}[bits], func(b *testing.B) {
+			d, x := benchInput(b)
+			out := d.NewBytes(benchRows * (8 + (benchCols*bits+7)/8))
+			b.SetBytes(int64(4 * x.Len()))
+			for b.Loop() {
+				d.QuantEncode(bits, nil, x, out.Ptr, 7)
+			}
+			wait(b, d)
+		})
+	}
+}
+
+func BenchmarkQuantDecode(b *testing.B) {
+	d, x := benchInput(b)
+	out := d.NewBytes(benchRows * (8 + benchCols/2))
+	d.QuantEncode(4, nil, x, out.Ptr, 7)
+	b.SetBytes(int64(4 * x.Len()))
+	for b.Loop() {
+		d.QuantDecode(4, out.Ptr, x)
+	}
+	wait(b, d)
+}
+
+// BenchmarkSpMM: mean aggregation over a random graph of average degree
+// 16; bytes are the gathered rows read (nnz x F x 4) plus the output.
+func BenchmarkSpMM(b *testing.B) {
+	d, x := benchInput(b)
+	rng := rand.New(rand.NewPCG(2, 2))
+	n, deg := benchRows, 16
+	ptr := make([]int64, n+1)
+	col := make([]int32, n*deg)
+	for i := range n {
+		for k := range deg {
+			col[i*deg+k] = int32(rng.IntN(n))
+		}
+		ptr[i+1] = int64((i + 1) * deg)
+	}
+	a := kernels.NewAdj(n, n, ptr, col, nil)
+	y := d.NewMat(n, benchCols)
+	d.SpMM(a, x, y, false)
+	b.SetBytes(int64(4 * benchCols * (n*deg + n)))
+	for b.Loop() {
+		d.SpMM(a, x, y, false)
+	}
+	wait(b, d)
+}

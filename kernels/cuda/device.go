@@ -1,0 +1,386 @@
+//go:build !cpu
+
+// Package cuda is the GPU Device: every kernels.Device primitive as a CUDA
+// kernel (kernels/*.cu, embedded as PTX) or a cuBLAS product, on matrices
+// that stay in device memory, plus the halo primitives the GPU exchange
+// needs (row gather and scatter-add, the codecs). The CPU device is the
+// reference each kernel is tested against.
+//
+// A Device binds one GPU's primary context to the goroutine that made it:
+// New locks that goroutine to its OS thread (CUDA's current context is per
+// thread), and every call must come from it. Several Devices may share one
+// GPU (one per rank of an in-process job); all work goes to the context's
+// default stream, so it runs in the order it was issued.
+package cuda
+
+import (
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"runtime"
+	"strings"
+	"unsafe"
+
+	_ "github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe" // before gorgonia.org/cu: a clear message when there is no GPU
+	"github.com/gnn-spmd/gnn-spmd/cgo/cublas"
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+	"gorgonia.org/cu"
+)
+
+// Error is what a Device panics with when CUDA fails (out of memory, a
+// failed launch): Device methods have no error results, and a failure there
+// ends the rank. Callers that want a one-line error recover it.
+type Error struct {
+	Op  string
+	Err error
+}
+
+func (e *Error) Error() string { return "cuda: " + e.Op + ": " + e.Err.Error() }
+
+func fail(op string, err error) {
+	if err != nil {
+		panic(&Error{op, err})
+	}
+}
+
+// kernel names, in the order of Device.fns.
+const (
+	kSpMM = iota
+	kGather
+	kScatterAdd
+	kAddBias
+	kBiasGradPartial
+	kBiasGradFinish
+	kReLU
+	kReLUBackward
+	kMul
+	kDropout
+	kAdam
+	kSumSquaresPartial
+	kSumF64Partial
+	kSoftmaxXent
+	kCountCorrect
+	kScoreHistogram
+	kQuantEncode
+	kQuantDecode
+	kBF16Encode
+	kBF16Decode
+	kTruncEncode
+	kTruncDecode
+	kSqDiffPartial
+	numKernels
+)
+
+var kernelNames = [numKernels]string{
+	"spmm_csr", "gather_rows", "scatter_add_rows", "add_bias", "bias_grad_partial",
+	"bias_grad_finish", "relu", "relu_backward", "mul", "dropout", "adam",
+	"sum_squares_partial", "sum_f64_partial", "softmax_xent", "count_correct",
+	"score_histogram", "quant_encode", "quant_decode", "bf16_encode", "bf16_decode",
+	"trunc_encode", "trunc_decode", "sq_diff_partial",
+}
+
+const (
+	block        = 256 // threads per block; the *_partial reductions require exactly 256
+	maxPartials  = 1024
+	partialDbls  = 2 * maxPartials // sq_diff_partial writes two per block
+	rowsPerChunk = 4096            // bias gradient: rows summed per partial
+)
+
+// Device is one rank's handle on a GPU.
+type Device struct {
+	ordinal int
+	dev     cu.Device
+	ctx     cu.CUContext
+	fns     [numKernels]cu.Function
+	blas    *cublas.Handle
+	sms     int
+	name    string
+	cc      [2]int
+
+	args [16]uint64
+	argp [16]unsafe.Pointer
+
+	allocs  map[cu.DevicePtr]int64
+	ints    map[intsKey]cu.DevicePtr
+	adjs    map[*kernels.Adj]*deviceAdj
+	partial cu.DevicePtr // partialDbls doubles of block partial sums
+	host    []float64    // their host copy
+	counter cu.DevicePtr // one uint32 (CountCorrect)
+	scratch cu.DevicePtr // grown on demand: row losses, bias partials, histograms
+	scrLen  int64
+}
+
+var _ kernels.Device = (*Device)(nil)
+
+type intsKey struct {
+	p *int32
+	n int
+}
+
+type deviceAdj struct {
+	ptr, col, val cu.DevicePtr // val 0: all ones
+}
+
+// New binds GPU ordinal (the rank's local rank) to the calling goroutine,
+// which it locks to its OS thread for good, and loads the kernels and
+// cuBLAS.
+func New(ordinal int) (*Device, error) {
+	runtime.LockOSThread()
+	n, err := cu.NumDevices()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: counting devices: %w", err)
+	}
+	if ordinal < 0 || ordinal >= n {
+		return nil, fmt.Errorf("cuda: GPU %d requested but this node has %d (CUDA_VISIBLE_DEVICES=%q)", ordinal, n, os.Getenv("CUDA_VISIBLE_DEVICES"))
+	}
+	d := &Device{ordinal: ordinal, allocs: map[cu.DevicePtr]int64{}, ints: map[intsKey]cu.DevicePtr{},
+		adjs: map[*kernels.Adj]*deviceAdj{}, host: make([]float64, partialDbls)}
+	if d.dev, err = cu.GetDevice(ordinal); err != nil {
+		return nil, fmt.Errorf("cuda: GPU %d: %w", ordinal, err)
+	}
+	if d.name, err = d.dev.Name(); err != nil {
+		return nil, fmt.Errorf("cuda: GPU %d name: %w", ordinal, err)
+	}
+	attrs, err := d.dev.Attributes(cu.ComputeCapabilityMajor, cu.ComputeCapabilityMinor, cu.MultiprocessorCount)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: GPU %d attributes: %w", ordinal, err)
+	}
+	d.cc, d.sms = [2]int{attrs[0], attrs[1]}, attrs[2]
+	if d.cc[0] < 8 {
+		return nil, fmt.Errorf("cuda: GPU %d (%s) has compute capability %d.%d; the kernels are built for 8.0 and later", ordinal, d.name, d.cc[0], d.cc[1])
+	}
+	if d.ctx, err = d.dev.RetainPrimaryCtx(); err != nil {
+		return nil, fmt.Errorf("cuda: GPU %d context: %w", ordinal, err)
+	}
+	if err = cu.SetCurrentContext(d.ctx); err != nil {
+		return nil, fmt.Errorf("cuda: GPU %d set context: %w", ordinal, err)
+	}
+	if err = d.load(); err != nil {
+		return nil, err
+	}
+	if d.blas, err = cublas.Open(); err != nil {
+		return nil, err
+	}
+	for i := range d.argp {
+		d.argp[i] = unsafe.Pointer(&d.args[i])
+	}
+	d.partial = d.alloc("reduction partials", 8*partialDbls)
+	d.counter = d.alloc("counter", 8)
+	return d, nil
+}
+
+// load JIT-compiles the PTX for this GPU's architecture and looks up every
+// kernel.
+func (d *Device) load() error {
+	arch := "sm80"
+	if d.cc[0] >= 9 {
+		arch = "sm90"
+	}
+	files, err := fs.Glob(kernels.PTX, "ptx/*."+arch+".ptx")
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("cuda: no %s PTX embedded in this binary (build it with make cuda)", arch)
+	}
+	found := 0
+	for _, f := range files {
+		src, err := fs.ReadFile(kernels.PTX, f)
+		if err != nil {
+			return fmt.Errorf("cuda: reading embedded %s: %w", f, err)
+		}
+		mod, err := cu.LoadData(string(src))
+		if err != nil {
+			return fmt.Errorf("cuda: loading %s on %s (driver %d): %w", f, d.name, cu.Version(), err)
+		}
+		for k, name := range kernelNames {
+			if fn, err := mod.Function(name); err == nil {
+				d.fns[k] = fn
+				found++
+			}
+		}
+	}
+	if found != numKernels {
+		var missing []string
+		for k, name := range kernelNames {
+			if d.fns[k] == (cu.Function{}) {
+				missing = append(missing, name)
+			}
+		}
+		return fmt.Errorf("cuda: the embedded PTX lacks kernels %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// MakeCurrent binds the calling goroutine to the Device's context (for a
+// caller that moves a Device to another goroutine, as tests do): it locks
+// the goroutine to its OS thread and makes the context current there.
+func (d *Device) MakeCurrent() error {
+	runtime.LockOSThread()
+	if err := cu.SetCurrentContext(d.ctx); err != nil {
+		return fmt.Errorf("cuda: GPU %d set context: %w", d.ordinal, err)
+	}
+	return nil
+}
+
+// Name describes the GPU: "NVIDIA H200 (cc 9.0, 132 SMs)".
+func (d *Device) Name() string {
+	return fmt.Sprintf("%s (cc %d.%d, %d SMs)", d.name, d.cc[0], d.cc[1], d.sms)
+}
+
+// Close frees every allocation and releases the context.
+func (d *Device) Close() {
+	for p := range d.allocs {
+		_ = cu.MemFree(p)
+	}
+	clear(d.allocs)
+	if d.blas != nil {
+		_ = d.blas.Close()
+	}
+	_ = d.dev.ReleasePrimaryCtx()
+}
+
+// AllocatedBytes is the device memory this Device holds.
+func (d *Device) AllocatedBytes() int64 {
+	var n int64
+	for _, b := range d.allocs {
+		n += b
+	}
+	return n
+}
+
+// Synchronize waits for all issued work and reports an asynchronous
+// failure (a faulting kernel) as an error.
+func (d *Device) Synchronize() error {
+	if err := cu.Synchronize(); err != nil {
+		return &Error{"synchronize", err}
+	}
+	return nil
+}
+
+func (d *Device) alloc(what string, bytes int64) cu.DevicePtr {
+	p, err := cu.MemAlloc(max(bytes, 8))
+	if err != nil {
+		free, total, _ := cu.MemInfo()
+		panic(&Error{fmt.Sprintf("allocating %s (%.1f MiB; %.1f of %.1f MiB free)", what, float64(bytes)/(1<<20),
+			float64(free)/(1<<20), float64(total)/(1<<20)), err})
+	}
+	d.allocs[p] = bytes
+	return p
+}
+
+// ---- launches ----
+
+// Argument encoding: gorgonia.org/cu copies 8 bytes per argument.
+func i32(v int) uint64 {
+	if v != int(int32(v)) {
+		panic(fmt.Sprintf("cuda: kernel argument %d overflows int32", v))
+	}
+	return uint64(uint32(int32(v)))
+}
+func i64(v int) uint64       { return uint64(int64(v)) }
+func f32(v float32) uint64   { return uint64(math.Float32bits(v)) }
+func mat(m *kernels.Mat) uint64 {
+	if m.Data != nil {
+		panic("cuda: a host matrix was passed to the GPU device")
+	}
+	return uint64(m.Ptr)
+}
+func dptr(p cu.DevicePtr) uint64 { return uint64(p) }
+
+// launch runs kernel k over n work items (threads, or warps when warps is
+// set) with a grid-stride grid capped at 32 blocks per SM.
+func (d *Device) launch(k int, n int, warps bool, args ...uint64) {
+	threads := int64(n)
+	if warps {
+		threads *= 32
+	}
+	grid := int((threads + block - 1) / block)
+	d.launchGrid(k, min(max(grid, 1), 32*d.sms), args...)
+}
+
+func (d *Device) launchGrid(k, grid int, args ...uint64) {
+	copy(d.args[:], args)
+	fail(kernelNames[k], d.fns[k].Launch(grid, 1, 1, block, 1, 1, 0, cu.NoStream, d.argp[:len(args)]))
+}
+
+// partialGrid is the fixed grid of a *_partial reduction over n items:
+// fixed for a given n, so the sum's rounding is the same on every call.
+func partialGrid(n int) int { return min(max((n+block-1)/block, 1), maxPartials) }
+
+// sumPartials downloads the first n partial sums (stride apart, from
+// offset) and adds them in order.
+func (d *Device) sumPartials(n, stride, offset int) float64 {
+	d.download(unsafe.Pointer(&d.host[0]), d.partial, int64(8*n*stride))
+	var s float64
+	for b := 0; b < n; b++ {
+		s += d.host[b*stride+offset]
+	}
+	return s
+}
+
+func (d *Device) download(dst unsafe.Pointer, src cu.DevicePtr, bytes int64) {
+	if bytes > 0 {
+		fail("download", cu.MemcpyDtoH(dst, src, bytes))
+	}
+}
+
+// scratchBuf returns at least bytes of scratch device memory.
+func (d *Device) scratchBuf(bytes int64) cu.DevicePtr {
+	if bytes > d.scrLen {
+		if d.scratch != 0 {
+			fail("free scratch", cu.MemFree(d.scratch))
+			delete(d.allocs, d.scratch)
+		}
+		d.scrLen = max(bytes, 2*d.scrLen)
+		d.scratch = d.alloc("scratch", d.scrLen)
+	}
+	return d.scratch
+}
+
+// Ints returns the device copy of an index slice, uploading it on first
+// use (index slices are fixed for a run: labels, masks, send lists).
+func (d *Device) Ints(x []int32) uint64 {
+	if len(x) == 0 {
+		return 0
+	}
+	key := intsKey{&x[0], len(x)}
+	if p, ok := d.ints[key]; ok {
+		return dptr(p)
+	}
+	p := d.alloc("index list", int64(4*len(x)))
+	fail("upload index list", cu.MemcpyHtoD(p, unsafe.Pointer(&x[0]), int64(4*len(x))))
+	d.ints[key] = p
+	return dptr(p)
+}
+
+func (d *Device) adj(a *kernels.Adj) *deviceAdj {
+	if g, ok := d.adjs[a]; ok {
+		return g
+	}
+	nnz := a.Ptr[a.Rows]
+	g := &deviceAdj{ptr: d.alloc("CSR row pointers", int64(8*(a.Rows+1))), col: d.alloc("CSR columns", 4*nnz)}
+	fail("upload CSR", cu.MemcpyHtoD(g.ptr, unsafe.Pointer(&a.Ptr[0]), int64(8*(a.Rows+1))))
+	if nnz > 0 {
+		fail("upload CSR", cu.MemcpyHtoD(g.col, unsafe.Pointer(&a.Col[0]), 4*nnz))
+		if a.Val != nil {
+			g.val = d.alloc("CSR weights", 4*nnz)
+			fail("upload CSR", cu.MemcpyHtoD(g.val, unsafe.Pointer(&a.Val[0]), 4*nnz))
+		}
+	}
+	d.adjs[a] = g
+	return g
+}
+
+func shape(op string, a, b *kernels.Mat) {
+	if a.Rows != b.Rows || a.Cols != b.Cols {
+		panic(fmt.Sprintf("cuda: %s: shapes %dx%d and %dx%d", op, a.Rows, a.Cols, b.Rows, b.Cols))
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func ptrOf(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }

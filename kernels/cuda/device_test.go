@@ -1,0 +1,411 @@
+//go:build !cpu
+
+package cuda
+
+// Every CUDA kernel against its CPU twin on random inputs and edge cases.
+// Without a GPU, the cudaprobe import makes this test binary print a SKIP
+// line and exit 0 before any test runs.
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+)
+
+var (
+	gpu *Device
+	cpu = kernels.NewCPU(2)
+)
+
+// device is the tests' GPU 0, opened once (on the test goroutine: a
+// Device belongs to the goroutine that made it, and go test runs tests and
+// benchmarks one after another on fresh goroutines, hence the lock in New
+// and SetCurrentContext here).
+func device(t testing.TB) *Device {
+	t.Helper()
+	if gpu == nil {
+		d, err := New(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gpu = d
+		t.Logf("GPU: %s", d.Name())
+	}
+	if err := gpu.MakeCurrent(); err != nil {
+		t.Fatal(err)
+	}
+	return gpu
+}
+
+// Shapes with the edge cases: no rows, one row, widths that are not
+// multiples of 32 (or 8, for the bit packing).
+var shapes = [][2]int{{0, 5}, {1, 1}, {1, 33}, {7, 3}, {31, 64}, {100, 7}, {257, 100}, {1000, 129}}
+
+func randMat(rng *rand.Rand, r, c int) *kernels.Mat {
+	m := kernels.NewMat(r, c)
+	for i := range m.Data {
+		m.Data[i] = float32(rng.NormFloat64())
+	}
+	return m
+}
+
+func up(d *Device, m *kernels.Mat) *kernels.Mat {
+	g := d.NewMat(m.Rows, m.Cols)
+	d.Upload(g, m.Data)
+	return g
+}
+
+func down(d *Device, g *kernels.Mat) []float32 {
+	h := make([]float32, g.Len())
+	d.Download(h, g)
+	return h
+}
+
+// same demands bit equality (any NaN equals any NaN: the GPU's NaN has no
+// payload).
+func same(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+			t.Fatalf("%s: element %d is %v (%#x), CPU %v (%#x)", what, i, g, math.Float32bits(g), w, math.Float32bits(w))
+		}
+	}
+}
+
+// near allows tol relative to the largest magnitude (different summation
+// order: cuBLAS against OpenBLAS, tree against sequential reductions).
+func near(t *testing.T, what string, got, want []float32, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	scale := 1e-30
+	for _, w := range want {
+		scale = max(scale, math.Abs(float64(w)))
+	}
+	for i := range got {
+		if d := math.Abs(float64(got[i]) - float64(want[i])); d > tol*scale {
+			t.Fatalf("%s: element %d is %v, CPU %v (|diff| %.3g > %.3g)", what, i, got[i], want[i], d, tol*scale)
+		}
+	}
+}
+
+func randAdj(rng *rand.Rand, rows, cols int, weighted bool) *kernels.Adj {
+	ptr := make([]int64, rows+1)
+	var col []int32
+	var val []float32
+	for i := range rows {
+		deg := rng.IntN(6)
+		if i%17 == 0 {
+			deg = 0 // empty rows
+		}
+		for range deg {
+			if cols == 0 {
+				break
+			}
+			col = append(col, int32(rng.IntN(cols)))
+			val = append(val, float32(rng.Float64()))
+		}
+		ptr[i+1] = int64(len(col))
+	}
+	if !weighted {
+		val = nil
+	}
+	return kernels.NewAdj(rows, cols, ptr, col, val)
+}
+
+func TestSpMM(t *testing.T) {
+	d := device(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, s := range shapes {
+		for _, weighted := range []bool{false, true} {
+			for _, acc := range []bool{false, true} {
+				a := randAdj(rng, s[0], s[0]+3, weighted)
+				x, y := randMat(rng, s[0]+3, s[1]), randMat(rng, s[0], s[1])
+				gx, gy := up(d, x), up(d, y)
+				cpu.SpMM(a, x, y, acc)
+				d.SpMM(a, gx, gy, acc)
+				same(t, fmt.Sprintf("SpMM %v weighted=%v acc=%v", s, weighted, acc), down(d, gy), y.Data)
+				// the transpose, as the backward pass uses it
+				yt, xt := randMat(rng, s[0]+3, s[1]), randMat(rng, s[0], s[1])
+				gyt := up(d, yt)
+				cpu.SpMM(a.T, xt, yt, acc)
+				d.SpMM(a.T, up(d, xt), gyt, acc)
+				same(t, fmt.Sprintf("SpMM^T %v", s), down(d, gyt), yt.Data)
+			}
+		}
+	}
+}
+
+func TestGemm(t *testing.T) {
+	d := device(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, dims := range [][3]int{{1, 1, 1}, {7, 5, 3}, {100, 64, 33}, {513, 129, 47}, {0, 4, 4}, {4, 0, 4}, {4, 4, 0}} {
+		m, k, n := dims[0], dims[1], dims[2]
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				ar, ac, br, bc := m, k, k, n
+				if ta {
+					ar, ac = k, m
+				}
+				if tb {
+					br, bc = n, k
+				}
+				a, b, c := randMat(rng, ar, ac), randMat(rng, br, bc), randMat(rng, m, n)
+				gc := up(d, c)
+				cpu.Gemm(ta, tb, 0.5, a, b, 1, c)
+				d.Gemm(ta, tb, 0.5, up(d, a), up(d, b), 1, gc)
+				near(t, fmt.Sprintf("Gemm %v ta=%v tb=%v", dims, ta, tb), down(d, gc), c.Data, 1e-5)
+			}
+		}
+	}
+}
+
+func TestElementwise(t *testing.T) {
+	d := device(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, s := range shapes {
+		x, dy := randMat(rng, s[0], s[1]), randMat(rng, s[0], s[1])
+		b := randMat(rng, 1, s[1])
+		gx := up(d, x)
+		y := kernels.NewMat(s[0], s[1])
+		gy := d.NewMat(s[0], s[1])
+
+		cpu.Copy(y, x)
+		cpu.AddBias(y, b)
+		d.Copy(gy, gx)
+		d.AddBias(gy, up(d, b))
+		same(t, "AddBias", down(d, gy), y.Data)
+
+		cpu.ReLU(y, y)
+		d.ReLU(gy, gy)
+		same(t, "ReLU", down(d, gy), y.Data)
+
+		dx := kernels.NewMat(s[0], s[1])
+		gdx := d.NewMat(s[0], s[1])
+		cpu.ReLUBackward(y, dy, dx)
+		d.ReLUBackward(gy, up(d, dy), gdx)
+		same(t, "ReLUBackward", down(d, gdx), dx.Data)
+
+		cpu.Mul(x, dy, dx)
+		d.Mul(gx, up(d, dy), gdx)
+		same(t, "Mul", down(d, gdx), dx.Data)
+
+		for _, acc := range []bool{false, true} {
+			db, gdb := randMat(rng, 1, s[1]), d.NewMat(1, s[1])
+			d.Upload(gdb, db.Data)
+			cpu.BiasGrad(dy, db, acc)
+			d.BiasGrad(up(d, dy), gdb, acc)
+			near(t, "BiasGrad", down(d, gdb), db.Data, 1e-6)
+		}
+
+		if got, want := d.SumSquares(gx), cpu.SumSquares(x); math.Abs(got-want) > 1e-9*max(want, 1) {
+			t.Fatalf("SumSquares %v: %v, CPU %v", s, got, want)
+		}
+		d.Zero(gx)
+		same(t, "Zero", down(d, gx), make([]float32, x.Len()))
+	}
+}
+
+func TestDropout(t *testing.T) {
+	d := device(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, s := range shapes {
+		for _, p := range []float32{0, 0.1, 0.5, 1} {
+			for _, withIDs := range []bool{false, true} {
+				x := randMat(rng, s[0], s[1])
+				var ids []int32
+				if withIDs {
+					ids = make([]int32, s[0])
+					for i := range ids {
+						ids[i] = int32(rng.IntN(1 << 30))
+					}
+				}
+				y, m := kernels.NewMat(s[0], s[1]), kernels.NewMat(s[0], s[1])
+				gy, gm := d.NewMat(s[0], s[1]), d.NewMat(s[0], s[1])
+				cpu.Dropout(x, y, m, p, 42, ids)
+				d.Dropout(up(d, x), gy, gm, p, 42, ids)
+				what := fmt.Sprintf("Dropout %v p=%v ids=%v", s, p, withIDs)
+				same(t, what, down(d, gy), y.Data)
+				same(t, what+" mask", down(d, gm), m.Data)
+			}
+		}
+	}
+}
+
+func TestLossAndCounts(t *testing.T) {
+	d := device(t)
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{1, 7, 1000} {
+		for _, c := range []int{1, 2, 7, 47} {
+			logits := randMat(rng, n, c)
+			labels := make([]int32, n)
+			for i := range labels {
+				labels[i] = int32(rng.IntN(c))
+			}
+			var rows []int32
+			for i := range n {
+				if rng.IntN(3) > 0 {
+					rows = append(rows, int32(i))
+				}
+			}
+			gl := up(d, logits)
+			dl, gdl := kernels.NewMat(n, c), d.NewMat(n, c)
+			want := cpu.SoftmaxCrossEntropy(logits, labels, rows, 0.25, dl)
+			got := d.SoftmaxCrossEntropy(gl, labels, rows, 0.25, gdl)
+			if math.Abs(got-want) > 1e-9*max(math.Abs(want), 1) {
+				t.Fatalf("SoftmaxCrossEntropy n=%d c=%d: loss %v, CPU %v", n, c, got, want)
+			}
+			same(t, "dlogits", down(d, gdl), dl.Data)
+			if g, w := d.CountCorrect(gl, labels, rows), cpu.CountCorrect(logits, labels, rows); g != w {
+				t.Fatalf("CountCorrect n=%d c=%d: %d, CPU %d", n, c, g, w)
+			}
+			if c == 2 {
+				hg, hc := make([]float64, 2*kernels.ScoreBins), make([]float64, 2*kernels.ScoreBins)
+				d.ScoreHistogram(gl, labels, rows, hg)
+				cpu.ScoreHistogram(logits, labels, rows, hc)
+				for i := range hg {
+					if hg[i] != hc[i] {
+						t.Fatalf("ScoreHistogram n=%d: bin %d is %v, CPU %v", n, i, hg[i], hc[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestAdam(t *testing.T) {
+	d := device(t)
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 33, 10000} {
+		for _, wd := range []float32{0, 5e-4} {
+			p, m, v := randMat(rng, 1, n), kernels.NewMat(1, n), kernels.NewMat(1, n)
+			gp, gm, gv := up(d, p), up(d, m), up(d, v)
+			for step := 1; step <= 3; step++ {
+				g := randMat(rng, 1, n)
+				cpu.Adam(p, g, m, v, step, 0.01, 0.9, 0.999, 1e-8, wd)
+				d.Adam(gp, up(d, g), gm, gv, step, 0.01, 0.9, 0.999, 1e-8, wd)
+			}
+			same(t, "Adam p", down(d, gp), p.Data)
+			same(t, "Adam m", down(d, gm), m.Data)
+			same(t, "Adam v", down(d, gv), v.Data)
+		}
+	}
+}
+
+func TestGatherScatter(t *testing.T) {
+	d := device(t)
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, s := range shapes {
+		if s[0] == 0 {
+			continue
+		}
+		src := randMat(rng, s[0], s[1])
+		idx := rng.Perm(s[0])[:max(1, s[0]/2)]
+		ids := make([]int32, len(idx))
+		for i, v := range idx {
+			ids[i] = int32(v)
+		}
+		got := d.NewMat(len(ids), s[1])
+		d.GatherRows(ids, up(d, src), got)
+		want := kernels.NewMat(len(ids), s[1])
+		for k, r := range ids {
+			copy(want.Row(k), src.Row(int(r)))
+		}
+		same(t, "GatherRows", down(d, got), want.Data)
+
+		dst := randMat(rng, s[0], s[1])
+		gdst := up(d, dst)
+		d.ScatterAddRows(ids, got, gdst)
+		for k, r := range ids {
+			for j, v := range want.Row(k) {
+				dst.Data[int(r)*s[1]+j] += v
+			}
+		}
+		same(t, "ScatterAddRows", down(d, gdst), dst.Data)
+	}
+}
+
+// TestCodecs: a GPU payload is byte-identical to the CPU codec's (so each
+// side decodes the other's), and decoding matches too; rows are gathered
+// through an index list as the exchange does, including constant rows.
+func TestCodecs(t *testing.T) {
+	d := device(t)
+	rng := rand.New(rand.NewPCG(15, 16))
+	var codecs []comm.Codec
+	for b := 1; b <= 8; b++ {
+		codecs = append(codecs, comm.Quant(b))
+	}
+	codecs = append(codecs, comm.Quant(16), comm.Trunc(1), comm.Trunc(3), comm.Trunc(128))
+	for _, s := range shapes {
+		src := randMat(rng, s[0]+2, s[1])
+		if s[0] > 3 {
+			for j := range s[1] {
+				src.Data[2*s[1]+j] = 1.5 // a constant row
+			}
+		}
+		gsrc := up(d, src)
+		ids := make([]int32, s[0])
+		for i := range ids {
+			ids[i] = int32(s[0] + 1 - i)
+		}
+		rows := kernels.NewMat(s[0], s[1])
+		for k, r := range ids {
+			copy(rows.Row(k), src.Row(int(r)))
+		}
+		for _, c := range codecs {
+			what := fmt.Sprintf("%s %v", c.Name(), s)
+			n := c.WireSize(s[0], s[1])
+			want := make([]byte, n)
+			c.Encode(want, rows.Data, s[0], s[1], 99)
+			buf := d.NewBytes(n)
+			spec := comm.SpecOf(c)
+			switch {
+			case spec.Kind == "trunc":
+				d.TruncEncode(spec.Keep(s[1]), ids, gsrc, buf.Ptr)
+			case spec.Bits == 16:
+				d.BF16Encode(ids, gsrc, buf.Ptr, 99)
+			default:
+				d.QuantEncode(spec.Bits, ids, gsrc, buf.Ptr, 99)
+			}
+			got := make([]byte, n)
+			d.DownloadBytes(got, buf)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%s: payload byte %d is %#x, CPU %#x", what, i, got[i], want[i])
+				}
+			}
+			dec := make([]float32, s[0]*s[1])
+			c.Decode(dec, want, s[0], s[1])
+			gdec := d.NewMat(s[0], s[1])
+			switch {
+			case spec.Kind == "trunc":
+				d.TruncDecode(spec.Keep(s[1]), buf.Ptr, gdec)
+			case spec.Bits == 16:
+				d.BF16Decode(buf.Ptr, gdec)
+			default:
+				d.QuantDecode(spec.Bits, buf.Ptr, gdec)
+			}
+			same(t, what+" decode", down(d, gdec), dec)
+			e, nrm := d.SqDiff(ids, gsrc, gdec)
+			var we, wn float64
+			for i, v := range rows.Data {
+				x := float64(v) - float64(dec[i])
+				we += x * x
+				wn += float64(v) * float64(v)
+			}
+			if math.Abs(e-we) > 1e-9*max(we, 1e-30) || math.Abs(nrm-wn) > 1e-9*max(wn, 1e-30) {
+				t.Fatalf("%s: SqDiff %v %v, CPU %v %v", what, e, nrm, we, wn)
+			}
+			d.Free(buf)
+		}
+	}
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Packs what scripts/gpu-check.sh runs on a GPU machine that has a CUDA
+# driver (and cuBLAS, NCCL) but no Go, MPI or HDF5: the GPU binary, the GPU
+# test binaries, and every shared library ldd says they load, except the C
+# runtime and libcuda, which must come from the machine (libcuda belongs to
+# its driver). Output: bin/gpu-bundle/{bin,lib} plus the check script.
+#
+#   make gpu-bundle            (builds first)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=$PATH:/usr/local/go/bin
+out=bin/gpu-bundle
+tags=${CUDA_TAGS:-$(pkg-config --exists openblas 2>/dev/null && echo openblas)}
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+cp bin/gnn-spmd-cuda "$out/bin/gnn-spmd"
+go test -tags "$tags" -c -o "$out/bin/kernels-cuda.test" ./kernels/cuda
+go test -tags "$tags" -c -o "$out/bin/comm-gpu.test" ./comm/gpu
+cp scripts/gpu-check.sh "$out/"
+for b in "$out"/bin/*; do
+  ldd "$b" | awk '/=> \//{print $3}'
+done | sort -u | while read -r lib; do
+  case $(basename "$lib") in
+    libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcuda.so*) ;;
+    *) cp -L "$lib" "$out/lib/" ;;
+  esac
+done
+echo "gpu-bundle: $(du -sh "$out" | cut -f1) in $out ($(ls "$out/lib" | wc -l) libraries)"
+# One compressed file for machines reached through a size-limited copy.
+tar -C bin -cJf bin/gpu-bundle.tar.xz gpu-bundle
+echo "gpu-bundle: bin/gpu-bundle.tar.xz $(du -h bin/gpu-bundle.tar.xz | cut -f1)"
