@@ -41,6 +41,12 @@ func runSingle(t *testing.T, ds *data.Dataset, split string, mc ModelConfig, epo
 // set, every rank compresses its halo exchanges with a policy of its own.
 func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() *Compression) []EpochStats {
 	t.Helper()
+	return runRanksWith(t, ds, split, parts, q, mc, epochs, compress, false)
+}
+
+// runRanksWith is runRanks with the models' Overlap set as given.
+func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() *Compression, overlap bool) []EpochStats {
+	t.Helper()
 	shards, err := data.BuildShards(ds, split, parts, q)
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +64,7 @@ func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int
 		if err != nil {
 			t.Fatal(err)
 		}
+		m.Overlap = overlap
 		ex, err := comm.NewExchange(comms[r], len(shards[r].Owned), shards[r].Send, shards[r].RecvStart, mc.Layers)
 		if err != nil {
 			t.Fatal(err)

@@ -168,6 +168,10 @@ type Model struct {
 	dlogits    *kernels.Mat
 	// features is the input on the device (local.Features on the CPU).
 	features *kernels.Mat
+	// Overlap aggregates the interior rows while the forward halo
+	// exchange is in flight (host devices; see overlap.go).
+	Overlap bool
+	split   *split
 }
 
 // NewModel allocates a model for the given rank view, initialised with
@@ -299,15 +303,13 @@ func (m *Model) Forward(halo Halo, train bool, epoch int) (*kernels.Mat, error) 
 		// 2. Halo rows from their owners, aggregation and the dense part.
 		if ly.projectFirst {
 			d.Gemm(false, false, 1, xOwn, ly.wn, 0, ly.p.View(0, own))
-			if err := halo.Forward(l, ly.p); err != nil {
-				return nil, fmt.Errorf("layer %d forward halo exchange: %w", l, err)
+			if err := m.aggregate(halo, l, ly.p, ly.y); err != nil {
+				return nil, err
 			}
-			d.SpMM(loc.Adj, ly.p, ly.y, false)
 		} else {
-			if err := halo.Forward(l, ly.x); err != nil {
-				return nil, fmt.Errorf("layer %d forward halo exchange: %w", l, err)
+			if err := m.aggregate(halo, l, ly.x, ly.z); err != nil {
+				return nil, err
 			}
-			d.SpMM(loc.Adj, ly.x, ly.z, false)
 			d.Gemm(false, false, 1, ly.z, ly.wn, 0, ly.y)
 		}
 		if ly.isSAGE {
@@ -319,6 +321,26 @@ func (m *Model) Forward(halo Halo, train bool, epoch int) (*kernels.Mat, error) 
 		}
 	}
 	return m.layers[len(m.layers)-1].y, nil
+}
+
+// aggregate computes y = A x after filling x's halo rows, overlapping the
+// two when it can.
+func (m *Model) aggregate(halo Halo, l int, x, y *kernels.Mat) error {
+	loc := m.local
+	if _, alone := halo.(Alone); m.Overlap && !alone && loc.NumHalo > 0 && m.dev.Host() {
+		if m.split == nil {
+			m.split = splitAdj(loc.Adj, loc.NumOwned)
+		}
+		if err := m.overlapped(halo, l, x, y); err != nil {
+			return fmt.Errorf("layer %d forward halo exchange: %w", l, err)
+		}
+		return nil
+	}
+	if err := halo.Forward(l, x); err != nil {
+		return fmt.Errorf("layer %d forward halo exchange: %w", l, err)
+	}
+	m.dev.SpMM(loc.Adj, x, y, false)
+	return nil
 }
 
 // Backward computes all parameter gradients (overwriting G) from the

@@ -96,6 +96,7 @@ func (f *trainFlags) newRankJob(c comm.Comm, local *gnn.Local, sh *data.Shard, t
 		dev.Close()
 		return nil, usagef("train: %v", err)
 	}
+	model.Overlap = f.overlap
 	job := &rankJob{rank: 0, dev: dev}
 	var halo gnn.Halo = gnn.Alone{}
 	var reduce gnn.Reducer = gnn.Alone{}
