@@ -22,20 +22,40 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\truns\ttest acc at best val\thalo bytes sent\tof "+ss[0].name+"\tseconds\t")
+	// Time to accuracy: training seconds until the test accuracy at the
+	// best validation epoch so far reaches the reference's final mean
+	// minus half a point.
+	var refAcc []float64
+	for _, r := range ss[0].runs {
+		refAcc = append(refAcc, r.testAtBestVal())
+	}
+	target, _ := meanStd(refAcc)
+	target -= 0.005
+	fmt.Fprintf(tw, "run\truns\ttest acc at best val\thalo bytes sent\tof %s\tseconds\tseconds to %.2f%%\t\n", ss[0].name, 100*target)
 	var ref float64
 	for i, s := range ss {
-		var acc, bytes, secs []float64
+		var acc, bytes, secs, reach []float64
 		for _, r := range s.runs {
 			acc = append(acc, r.testAtBestVal())
 			bytes = append(bytes, float64(r.totalBytes()))
 			secs = append(secs, r.seconds)
+			if t, ok := r.timeTo(target); ok {
+				reach = append(reach, t)
+			}
 		}
 		a, sd := meanStd(acc)
 		b, _ := meanStd(bytes)
 		t, _ := meanStd(secs)
 		if i == 0 {
 			ref = b
+		}
+		reachText := "not reached"
+		if len(reach) == len(s.runs) {
+			m, _ := meanStd(reach)
+			reachText = fmt.Sprintf("%.1f", m)
+		} else if len(reach) > 0 {
+			m, _ := meanStd(reach)
+			reachText = fmt.Sprintf("%.1f (%d of %d runs)", m, len(reach), len(s.runs))
 		}
 		share := "-"
 		if ref > 0 {
@@ -45,7 +65,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		if len(acc) > 1 {
 			accText += fmt.Sprintf(" ± %.2f", 100*sd)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%.1f\t\n", s.name, len(s.runs), accText, decimalBytes(b), share, t)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%.1f\t%s\t\n", s.name, len(s.runs), accText, decimalBytes(b), share, t, reachText)
 	}
 	return tw.Flush()
 }

@@ -98,6 +98,41 @@ func TestReportMeanStd(t *testing.T) {
 	}
 }
 
+// TestTimeTo: training time until the test accuracy at the best
+// validation epoch so far reaches a target.
+func TestTimeTo(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.jsonl")
+	content := `{"epoch":0,"val_acc":0.5,"test_acc":0.9,"bytes_cum":1,"epoch_seconds":2}
+{"epoch":1,"val_acc":0.6,"test_acc":0.7,"bytes_cum":2,"epoch_seconds":1.5}
+{"epoch":2,"val_acc":0.55,"test_acc":0.95,"bytes_cum":3,"epoch_seconds":1}
+{"epoch":3,"val_acc":0.7,"test_acc":0.8,"bytes_cum":4,"epoch_seconds":1}
+`
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := mustReadRun(t, p)
+	// Epoch 0 reaches 0.9 (best val so far); at epoch 1 the best-val epoch
+	// has 0.7; epoch 2's 0.95 is not at the best val; epoch 3 has 0.8.
+	for _, c := range []struct {
+		target, secs float64
+		ok           bool
+	}{{0.85, 2, true}, {0.75, 2, true}, {0.95, 0, false}} {
+		secs, ok := r.timeTo(c.target)
+		if secs != c.secs || ok != c.ok {
+			t.Errorf("timeTo(%v) = %v, %v; want %v, %v", c.target, secs, ok, c.secs, c.ok)
+		}
+	}
+	if secs, _ := r.timeTo(0.8); secs != 2 {
+		t.Errorf("timeTo(0.8) = %v, want 2 (epoch 0 already reached it)", secs)
+	}
+	if secs, ok := r.timeTo(0.5); !ok || secs != 2 {
+		t.Errorf("timeTo(0.5) = %v, %v", secs, ok)
+	}
+	if r.epochs[3].secondsCum != 5.5 {
+		t.Errorf("cumulative seconds %v, want 5.5", r.epochs[3].secondsCum)
+	}
+}
+
 // TestReportReadRunFormats: the older scalar ratio, AUC, a cut-off last
 // line, and the errors for a decreasing bytes_cum and lines after the summary.
 func TestReportReadRunFormats(t *testing.T) {

@@ -32,6 +32,7 @@ type epochRecord struct {
 	valAUC, testAUC float64
 	hasAUC          bool // val_auc and test_auc are present (binary-class datasets)
 	bytesCum        int64
+	secondsCum      float64   // wall time of the epochs so far (training time, no setup)
 	rates           []float64 // compression rate per layer (1 = raw); empty if not recorded
 }
 
@@ -53,6 +54,7 @@ type runLog struct {
 type metricsLine struct {
 	Summary   bool       `json:"summary"`
 	Seconds   float64    `json:"seconds"`
+	EpochSecs float64    `json:"epoch_seconds"`
 	Epoch     *int       `json:"epoch"`
 	ValAcc    *float64   `json:"val_acc"`
 	TestAcc   *float64   `json:"test_acc"`
@@ -159,6 +161,10 @@ func (r *runLog) addLine(b []byte, line int) error {
 	if n := len(r.epochs); n > 0 && e.bytesCum < r.epochs[n-1].bytesCum {
 		return bad("bytes_cum", "%d is less than the previous epoch's %d: expected a cumulative count", e.bytesCum, r.epochs[n-1].bytesCum)
 	}
+	e.secondsCum = m.EpochSecs
+	if n := len(r.epochs); n > 0 {
+		e.secondsCum += r.epochs[n-1].secondsCum
+	}
 	best := len(r.epochs)
 	if best > 0 {
 		if prev := r.bestVal[best-1]; r.epochs[prev].valAcc >= e.valAcc {
@@ -205,6 +211,17 @@ func (m *metricsLine) record(want int, bad func(field, format string, args ...an
 		e.rates = slices.Repeat(e.rates, max(len(m.Bits), len(m.CompError), 1))
 	}
 	return e, nil
+}
+
+// timeTo is the training time at the end of the first epoch whose
+// test-at-best-val-so-far reaches target (ok false if none does).
+func (r *runLog) timeTo(target float64) (secs float64, ok bool) {
+	for i, e := range r.epochs {
+		if r.epochs[r.bestVal[i]].testAcc >= target {
+			return e.secondsCum, true
+		}
+	}
+	return 0, false
 }
 
 // accAt is acc(B) for this run and byte budget b: test_acc at the epoch of
