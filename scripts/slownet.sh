@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Time to accuracy on a real, slow network: the ranks run under mpirun with
+# Open MPI's TCP transport inside a network namespace whose loopback is
+# rate-limited with tc (a token bucket: every rank pair shares RATE, like
+# nodes behind one link). Shared memory is off (btl tcp,self), so every
+# halo byte crosses the limited link. Needs root (ip netns, tc).
+#
+#   scripts/slownet.sh [RATE...]       (default: 1gbit 10gbit)
+#
+# Per rate it runs full communication (with and without --overlap), fixed
+# 8-bit quantization (r = 4), VARCO and the adaptive schedule on the
+# generated 100k-node graph of the experiment grid, and prints
+# `gnn-spmd compare` (which includes the training time until each method
+# reaches full communication's accuracy minus half a point). Metrics go to
+# RESULTS/slownet/<rate>/; finished runs are skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-bin/gnn-spmd}
+RESULTS=${RESULTS:-results}
+Q=${Q:-4}
+EPOCHS=${EPOCHS:-80}
+HIDDEN=${HIDDEN:-32}
+rates=("$@")
+[ ${#rates[@]} -gt 0 ] || rates=(1gbit 10gbit)
+[ -x "$BIN" ] || { echo "slownet: $BIN missing (run make build)" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "slownet: needs root for ip netns and tc" >&2; exit 2; }
+data=$RESULTS/data/csbm100k.h5
+mkdir -p "$RESULTS/data"
+[ -f "$data" ] || "$BIN" gen --out "$data" --nodes 100000 --classes 5 --degree 8 --homophily 0.8 --features 16 --snr 0.4 --seed 7
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+ns=gnnslow$$
+cleanup() { ip netns del "$ns" 2>/dev/null || true; }
+trap cleanup EXIT
+
+methods=(full full-nooverlap fixed4-quant varco-quant adaptive-quant)
+method_args() {
+  case $1 in
+    full) echo "" ;;
+    full-nooverlap) echo "--overlap=false" ;;
+    fixed4-quant) echo "--codec quant --schedule fixed --ratio 4" ;;
+    varco-quant) echo "--codec quant --schedule varco --ratio-min 8" ;;
+    adaptive-quant) echo "--codec quant --schedule adaptive --kappa 2" ;;
+  esac
+}
+
+for rate in "${rates[@]}"; do
+  dir=$RESULTS/slownet/$rate
+  mkdir -p "$dir"
+  ip netns add "$ns"
+  ip netns exec "$ns" ip link set lo up
+  ip netns exec "$ns" tc qdisc add dev lo root tbf rate "$rate" burst 1mb latency 100ms
+  for m in "${methods[@]}"; do
+    out=$dir/$m.jsonl
+    if [ -f "$out" ] && grep -q '"summary":true' "$out"; then continue; fi
+    # shellcheck disable=SC2046 # the argument string is meant to split
+    ip netns exec "$ns" mpirun -np "$Q" --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+      "$BIN" train --data "$data" --split random --partition random --epochs "$EPOCHS" --hidden "$HIDDEN" \
+      --threads 1 --seed 0 $(method_args "$m") --quiet --metrics "$out.tmp" >"$dir/$m.log" 2>&1 \
+      || { echo "slownet: FAILED $out (see $dir/$m.log)" >&2; continue; }
+    mv "$out.tmp" "$out"
+    echo "$(date +%T) $rate $m: $(tail -n1 "$dir/$m.log" | cut -c1-110)"
+  done
+  cleanup
+  echo "== $rate (tc tbf on loopback, $Q ranks, Open MPI TCP)"
+  args=()
+  for m in "${methods[@]}"; do [ -f "$dir/$m.jsonl" ] && args+=("$m=$dir/$m.jsonl"); done
+  "$BIN" compare "${args[@]}" | tee "$dir/compare.txt"
+done
