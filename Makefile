@@ -42,6 +42,8 @@ cuda: deps cuda-deps
 # compiles (tests included), and the tests run; those that need a GPU print
 # SKIP and pass, the dlopen bindings' error paths run for real.
 cuda-check: cuda
+	@if go list -deps $(GOFLAGS_TAGS) ./... | grep -E 'gorgonia.org/cu|/cgo/(cublas|nccl|cudaprobe)$$'; then \
+		echo "cuda-check: the CPU build imports the GPU packages above"; exit 1; fi
 	go vet -tags "$(CUDA_TAGS)" ./...
 	go test -tags "$(CUDA_TAGS)" -count=1 ./cgo/cublas ./cgo/nccl ./cgo/cudaprobe ./kernels/cuda ./comm/gpu
 
