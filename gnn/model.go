@@ -110,9 +110,6 @@ func (p *Param) place(dev kernels.Device) {
 	}
 }
 
-// Grad is the device matrix of the gradient (what the all-reduce sums).
-func (p *Param) Grad() *kernels.Mat { return p.g }
-
 // SyncToHost copies the parameters and Adam moments from the device into
 // the Params' host slices (a no-op on the CPU), for a checkpoint.
 func (m *Model) SyncToHost() {

@@ -238,15 +238,6 @@ func (d *Device) Close() {
 	_ = d.dev.ReleasePrimaryCtx()
 }
 
-// AllocatedBytes is the device memory this Device holds.
-func (d *Device) AllocatedBytes() int64 {
-	var n int64
-	for _, b := range d.allocs {
-		n += b
-	}
-	return n
-}
-
 // Synchronize waits for all issued work and reports an asynchronous
 // failure (a faulting kernel) as an error.
 func (d *Device) Synchronize() error {

@@ -35,17 +35,7 @@ func (d *Device) Free(b Bytes) {
 	}
 }
 
-// UploadBytes and DownloadBytes move payloads between host and device
-// (tests, and the host transports).
-func (d *Device) UploadBytes(dst Bytes, src []byte) {
-	if len(src) != dst.Len {
-		panic(fmt.Sprintf("cuda: UploadBytes: %d bytes into %d", len(src), dst.Len))
-	}
-	if len(src) > 0 {
-		fail("upload", cu.MemcpyHtoD(cu.DevicePtr(dst.Ptr), ptrOf(src), int64(len(src))))
-	}
-}
-
+// DownloadBytes copies a payload to the host (tests, debugging).
 func (d *Device) DownloadBytes(dst []byte, src Bytes) {
 	if len(dst) != src.Len {
 		panic(fmt.Sprintf("cuda: DownloadBytes: %d bytes into %d", src.Len, len(dst)))
