@@ -57,6 +57,33 @@ for backend in openblas gonum; do
   rows+="| $backend | $med | $rss | $load |"$'\n'
 done
 
+# Ours against the PyTorch reference (bench/reference: same model, same
+# .h5, same threads and OpenBLAS), one process, on generated graphs of
+# 100k, 1M and 2.5M nodes; the ratio is taken in the same run.
+THREADS=$(nproc)
+refrows=""
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  echo "bench: installing Debian's python3-torch for the reference"
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-torch python3-h5py >/dev/null || true
+fi
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  for n in ${BENCH_REF_NODES:-100000 1000000 2500000}; do
+    g="$work/csbm-${n}.h5"
+    [ -f "$g" ] || "$work/gnn-spmd-openblas" gen --out "$g" --nodes "$n" --degree "$DEGREE" --features 128 --classes 40 --homophily 0.7 --snr 1 --seed 1 >/dev/null
+    e=3
+    [ "$n" -le 100000 ] && e=5
+    echo "bench: ours vs PyTorch, $n nodes, $e epochs, $THREADS threads"
+    if line=$(GNN_SPMD="$work/gnn-spmd-openblas" bench/reference/epoch.sh "$g" "$THREADS" "$e" 2>"$work/ref-$n.err"); then
+      read -r _ o _ t _ r _ _ _ ro _ rt <<<"$line"
+      refrows+="| $n | $o | $t | $r | $ro | $rt |"$'\n'
+    else
+      refrows+="| $n | failed: $(tail -n1 "$work/ref-$n.err" | cut -c1-80) | | | | |"$'\n'
+    fi
+  done
+  torch_version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
+fi
+
 # Distributed: one generated graph, METIS parts, Q = 1, 2, 4 under mpirun on this machine.
 DNODES=${BENCH_DIST_NODES:-200000}
 ddata="$work/csbm-${DNODES}.h5"
@@ -101,6 +128,23 @@ a2a4=$(mpirun -np 4 "$work/mpicheck" -mode bench 2>&1 | grep -E '^(mode|alltoall
   echo "| dense products | epoch seconds (median) | peak RSS MiB | dataset ready seconds (.h5 read, checks, graph weights) |"
   echo "| --- | ---: | ---: | ---: |"
   printf "%s" "$rows"
+  echo
+  echo "## Ours against PyTorch (one process, same threads)"
+  echo
+  if [ -n "$refrows" ]; then
+    echo "3-layer GraphSAGE-256 on \`gnn-spmd gen --nodes N --degree $DEGREE --features 128 --classes 40 --homophily 0.7 --snr 1 --seed 1\`,"
+    echo "ours (\`train --ranks 1 --threads $THREADS\`, OpenBLAS) against bench/reference/train.py (PyTorch $torch_version, torch sparse CSR,"
+    echo "\`torch.set_num_threads($THREADS)\`, the same OpenBLAS), same .h5, float32, dropout 0: \`bench/reference/epoch.sh G.h5 $THREADS E\`."
+    echo "Mean epoch seconds (forward + loss + backward + Adam + the training accuracy count) over epochs 1..E-1 (E = 5 at 100k,"
+    echo "3 above); ratio = ours / torch, both from the same run of this script; peak RSS includes loading the data (and importing torch)."
+    echo "bench/reference/README.md says how the reference was checked to compute the same losses."
+    echo
+    echo "| nodes | ours s/epoch | torch s/epoch | ratio | ours peak RSS MiB | torch peak RSS MiB |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
+    printf "%s" "$refrows"
+  else
+    echo "Not run: /usr/bin/python3 has no torch (apt-get install python3-torch)."
+  fi
   echo
   echo "## Distributed epoch: compute and communication (mpirun, one machine)"
   echo
