@@ -197,6 +197,14 @@ func (w *Watchdog) enter(def *Op) {
 
 func (w *Watchdog) leave() { w.since.Store(0) }
 
+// Guard runs f, a blocking call made outside this communicator (a GPU
+// transport's NCCL exchange), under the same timeout, named op.
+func (w *Watchdog) Guard(op *Op, f func() error) error {
+	w.enter(op)
+	defer w.leave()
+	return f()
+}
+
 // Stop ends the watchdog goroutine; calls are no longer watched. Stopping
 // twice is harmless.
 func (w *Watchdog) Stop() { w.stop.Do(func() { close(w.done) }) }

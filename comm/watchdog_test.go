@@ -237,3 +237,24 @@ func TestPeerText(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchdogGuard: a wait outside the communicator (a GPU transport's
+// NCCL exchange) that does not end is reported under its name, on time.
+func TestWatchdogGuard(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	op := &Op{Name: "NCCL halo exchange", Peers: []int{1}}
+	err, failed := watchedGroup(t, 2, timeout, func(w *Watchdog) error {
+		if w.Rank() == 1 {
+			hang(w)
+			return nil
+		}
+		return w.Guard(op, func() error { hang(w); return w.Comm().(*Local).Err() })
+	})
+	var te *TimeoutError
+	if !errors.As(err, &te) || te.Op != op.Name || te.Rank != 0 {
+		t.Fatalf("got %v, want rank 0's *TimeoutError for %q", err, op.Name)
+	}
+	if failed < timeout || failed > timeout+time.Second {
+		t.Errorf("the group failed %v after the start, want within [%v, %v]", failed, timeout, timeout+time.Second)
+	}
+}

@@ -89,6 +89,26 @@ type NCCL struct {
 	c          *nccl.Comm
 	rank, size int
 	dev        *cuda.Device
+	host       comm.Comm
+}
+
+// guarder is a host communicator whose watchdog can time calls made
+// elsewhere (comm.Watchdog): a stalled peer must not hang an NCCL wait.
+type guarder interface {
+	Guard(op *comm.Op, f func() error) error
+}
+
+var (
+	opAllToAll  = comm.Op{Name: "NCCL halo exchange"}
+	opAllReduce = comm.Op{Name: "NCCL gradient all-reduce"}
+)
+
+// guard runs f (which waits for the GPU) under the host's watchdog, if any.
+func (n *NCCL) guard(op *comm.Op, f func() error) error {
+	if g, ok := n.host.(guarder); ok {
+		return g.Guard(op, f)
+	}
+	return f()
 }
 
 // NewNCCL makes the NCCL communicator of an MPI job: rank 0's unique id is
@@ -109,13 +129,31 @@ func NewNCCL(host comm.Comm, dev *cuda.Device) (*NCCL, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &NCCL{c: c, rank: host.Rank(), size: host.Size(), dev: dev}, nil
+	return &NCCL{c: c, rank: host.Rank(), size: host.Size(), dev: dev, host: host}, nil
 }
 
 func (n *NCCL) Rank() int { return n.rank }
 func (n *NCCL) Size() int { return n.size }
 
+// AllToAllV returns when the payloads have arrived.
 func (n *NCCL) AllToAllV(send, recv []cuda.Bytes) error {
+	return n.guard(&opAllToAll, func() error {
+		if err := n.allToAll(send, recv); err != nil {
+			return err
+		}
+		return n.wait()
+	})
+}
+
+// wait synchronizes the device, then asks NCCL for a failure it saw.
+func (n *NCCL) wait() error {
+	if err := n.dev.Synchronize(); err != nil {
+		return err
+	}
+	return n.c.AsyncError()
+}
+
+func (n *NCCL) allToAll(send, recv []cuda.Bytes) error {
 	n.dev.CopyBytes(recv[n.rank].Ptr, send[n.rank].Ptr, send[n.rank].Len)
 	if err := nccl.GroupStart(); err != nil {
 		return err
@@ -135,17 +173,19 @@ func (n *NCCL) AllToAllV(send, recv []cuda.Bytes) error {
 			}
 		}
 	}
-	if err := nccl.GroupEnd(); err != nil {
-		return err
-	}
-	return n.c.AsyncError()
+	return nccl.GroupEnd()
 }
 
 func (n *NCCL) AllReduceMat(x *kernels.Mat) error {
 	if x.Len() == 0 {
 		return nil
 	}
-	return n.c.AllReduceFloat32(x.Ptr, x.Ptr, x.Len(), nil)
+	return n.guard(&opAllReduce, func() error {
+		if err := n.c.AllReduceFloat32(x.Ptr, x.Ptr, x.Len(), nil); err != nil {
+			return err
+		}
+		return n.wait()
+	})
 }
 
 // Abort tears the communicator down without waiting for peers (a dead
