@@ -2,7 +2,7 @@
 # Time to accuracy on a real, slow network: the ranks run under mpirun with
 # Open MPI's TCP transport inside a network namespace whose loopback is
 # rate-limited with tc (a token bucket: every rank pair shares RATE, like
-# nodes behind one link). Shared memory is off (btl tcp,self), so every
+# nodes behind one link, with a deep queue). Shared memory is off (btl tcp,self), so every
 # halo byte crosses the limited link. Needs root (ip netns, tc).
 #
 #   scripts/slownet.sh [RATE...]       (default: 1gbit 10gbit)
@@ -12,11 +12,14 @@
 # generated 100k-node graph of the experiment grid, and prints
 # `gnn-spmd compare` (which includes the training time until each method
 # reaches full communication's accuracy minus half a point). Metrics go to
-# RESULTS/slownet/<rate>/; finished runs are skipped.
+# OUT/<rate>/ (default results-slownet, apart from the experiment grid's
+# directory, whose layout `gnn-spmd report` checks); finished runs are
+# skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/gnn-spmd}
 RESULTS=${RESULTS:-results}
+OUT=${OUT:-results-slownet}
 Q=${Q:-4}
 EPOCHS=${EPOCHS:-80}
 HIDDEN=${HIDDEN:-32}
@@ -46,11 +49,14 @@ method_args() {
 }
 
 for rate in "${rates[@]}"; do
-  dir=$RESULTS/slownet/$rate
+  dir=$OUT/$rate
   mkdir -p "$dir"
   ip netns add "$ns"
   ip netns exec "$ns" ip link set lo up
-  ip netns exec "$ns" tc qdisc add dev lo root tbf rate "$rate" burst 1mb latency 100ms
+  # A deep queue (limit), as a switch port has: a shallow one drops the
+  # ranks' bursts and TCP's retransmission timeouts, not the rate, then
+  # set the pace (measured: 11,520 drops and byte-independent times).
+  ip netns exec "$ns" tc qdisc add dev lo root tbf rate "$rate" burst 1mb limit 256mb
   for m in "${methods[@]}"; do
     out=$dir/$m.jsonl
     if [ -f "$out" ] && grep -q '"summary":true' "$out"; then continue; fi
@@ -62,6 +68,7 @@ for rate in "${rates[@]}"; do
     mv "$out.tmp" "$out"
     echo "$(date +%T) $rate $m: $(tail -n1 "$dir/$m.log" | cut -c1-110)"
   done
+  ip netns exec "$ns" tc -s qdisc show dev lo | sed -n 's/^ *Sent/qdisc: sent/p' | tee "$dir/qdisc.txt"
   cleanup
   echo "== $rate (tc tbf on loopback, $Q ranks, Open MPI TCP)"
   args=()
