@@ -11,8 +11,12 @@ import (
 // (the quickstart compares VARCO against full communication this way).
 func runCompare(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("compare", "compare SERIES...   (SERIES: NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl; the first is the reference)", stderr)
+	margin := fs.Float64("margin", 0.5, "time to accuracy: the target is the reference's mean test accuracy at best validation minus this many points")
 	if err := fs.parseFlagsOnly(args); err != nil {
 		return err
+	}
+	if !(*margin >= 0 && *margin <= 100) {
+		return usagef("compare: --margin: got %v, expected points in [0, 100]", *margin)
 	}
 	if fs.NArg() == 0 {
 		return usagef("compare: expected at least one SERIES (NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl)")
@@ -24,13 +28,13 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// Time to accuracy: training seconds until the test accuracy at the
 	// best validation epoch so far reaches the reference's final mean
-	// minus half a point.
+	// minus the margin.
 	var refAcc []float64
 	for _, r := range ss[0].runs {
 		refAcc = append(refAcc, r.testAtBestVal())
 	}
 	target, _ := meanStd(refAcc)
-	target -= 0.005
+	target -= *margin / 100
 	fmt.Fprintf(tw, "run\truns\ttest acc at best val\thalo bytes sent\tof %s\tseconds\tseconds to %.2f%%\t\n", ss[0].name, 100*target)
 	var ref float64
 	for i, s := range ss {
