@@ -1,4 +1,4 @@
-# PTX of the CUDA kernels (kernels/*.cu), embedded by kernels/ptx.go into
+# PTX of the CUDA kernels (kernels/*.cu), embedded by kernels/cuda/ptx.go into
 # the GPU build. Included from the top Makefile; paths are relative to the
 # repository root. `make ptx` needs nvcc (CUDA 11.8 or later); the CPU build
 # (-tags cpu) needs neither nvcc nor these files.
@@ -15,20 +15,20 @@ NVCC ?= nvcc
 PTX_NVCCFLAGS ?= -O3 -fmad=false -prec-div=true -prec-sqrt=true -ftz=false
 PTX_WERROR ?= -Werror all-warnings
 PTX_SRC := $(wildcard kernels/*.cu)
-PTX_OUT := $(patsubst kernels/%.cu,kernels/ptx/%.sm80.ptx,$(PTX_SRC)) \
-	$(patsubst kernels/%.cu,kernels/ptx/%.sm90.ptx,$(PTX_SRC))
+PTX_OUT := $(patsubst kernels/%.cu,kernels/cuda/ptx/%.sm80.ptx,$(PTX_SRC)) \
+	$(patsubst kernels/%.cu,kernels/cuda/ptx/%.sm90.ptx,$(PTX_SRC))
 
 .PHONY: ptx ptx-clean
 
 ptx: $(PTX_OUT)
 
-kernels/ptx/%.sm80.ptx: kernels/%.cu kernels/common.cuh
+kernels/cuda/ptx/%.sm80.ptx: kernels/%.cu kernels/common.cuh
 	@mkdir -p $(@D)
 	$(NVCC) -ptx -arch=compute_80 $(PTX_NVCCFLAGS) $(PTX_WERROR) -o $@ $<
 
-kernels/ptx/%.sm90.ptx: kernels/%.cu kernels/common.cuh
+kernels/cuda/ptx/%.sm90.ptx: kernels/%.cu kernels/common.cuh
 	@mkdir -p $(@D)
 	$(NVCC) -ptx -arch=compute_90 $(PTX_NVCCFLAGS) $(PTX_WERROR) -o $@ $<
 
 ptx-clean:
-	rm -f kernels/ptx/*.ptx
+	rm -f kernels/cuda/ptx/*.ptx

@@ -177,13 +177,13 @@ func (d *Device) load() error {
 	if d.cc[0] >= 9 {
 		arch = "sm90"
 	}
-	files, err := fs.Glob(kernels.PTX, "ptx/*."+arch+".ptx")
+	files, err := fs.Glob(ptxFS, "ptx/*."+arch+".ptx")
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("cuda: no %s PTX embedded in this binary (build it with make cuda)", arch)
 	}
 	found := 0
 	for _, f := range files {
-		src, err := fs.ReadFile(kernels.PTX, f)
+		src, err := fs.ReadFile(ptxFS, f)
 		if err != nil {
 			return fmt.Errorf("cuda: reading embedded %s: %w", f, err)
 		}
