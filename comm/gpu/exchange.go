@@ -60,7 +60,7 @@ func NewExchange(tr Transport, dev *cuda.Device, owned int, send [][]int32, recv
 }
 
 func (x *Exchange) SetCodecs(layer int, fwd, bwd comm.Codec) { x.fwd[layer], x.bwd[layer] = fwd, bwd }
-func (x *Exchange) SetEpoch(seed uint64, epoch int)         { x.seed, x.epoch = seed, epoch }
+func (x *Exchange) SetEpoch(seed uint64, epoch int)          { x.seed, x.epoch = seed, epoch }
 func (x *Exchange) CodecSeconds() float64                    { return x.codecTime }
 func (x *Exchange) haloRows() int                            { return x.recvStart[len(x.recvStart)-1] }
 

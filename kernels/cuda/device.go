@@ -22,8 +22,8 @@ import (
 	"strings"
 	"unsafe"
 
-	_ "github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe" // before gorgonia.org/cu: a clear message when there is no GPU
 	"github.com/gnn-spmd/gnn-spmd/cgo/cublas"
+	_ "github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe" // before gorgonia.org/cu: a clear message when there is no GPU
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 	"gorgonia.org/cu"
 )
@@ -267,8 +267,8 @@ func i32(v int) uint64 {
 	}
 	return uint64(uint32(int32(v)))
 }
-func i64(v int) uint64       { return uint64(int64(v)) }
-func f32(v float32) uint64   { return uint64(math.Float32bits(v)) }
+func i64(v int) uint64     { return uint64(int64(v)) }
+func f32(v float32) uint64 { return uint64(math.Float32bits(v)) }
 func mat(m *kernels.Mat) uint64 {
 	if m.Data != nil {
 		panic("cuda: a host matrix was passed to the GPU device")
