@@ -50,6 +50,33 @@ type Traffic struct {
 	Fwd, Bwd [][]int64
 }
 
+// NewTraffic makes the counters of layers layers and q peers.
+func NewTraffic(layers, q int) Traffic {
+	t := Traffic{Fwd: make([][]int64, layers), Bwd: make([][]int64, layers)}
+	for l := range layers {
+		t.Fwd[l], t.Bwd[l] = make([]int64, q), make([]int64, q)
+	}
+	return t
+}
+
+// AddTo adds the bytes per layer, summed over peers, into fwd and bwd.
+func (t Traffic) AddTo(fwd, bwd []int64) {
+	for l := range t.Fwd {
+		for p := range t.Fwd[l] {
+			fwd[l] += t.Fwd[l][p]
+			bwd[l] += t.Bwd[l][p]
+		}
+	}
+}
+
+// Clear zeroes the counters.
+func (t Traffic) Clear() {
+	for l := range t.Fwd {
+		clear(t.Fwd[l])
+		clear(t.Bwd[l])
+	}
+}
+
 // NewExchange prepares the exchange for a rank owning `owned` rows, with the
 // given send lists and halo layout, for a model of `layers` layers.
 func NewExchange(c Comm, owned int, send [][]int32, recvStart []int, layers int) (*Exchange, error) {
@@ -80,12 +107,7 @@ func NewExchange(c Comm, owned int, send [][]int32, recvStart []int, layers int)
 		x.ops[l] = [2]Op{{Name: fmt.Sprintf("halo exchange forward layer %d", l), Peers: from},
 			{Name: fmt.Sprintf("halo exchange backward layer %d", l), Peers: to}}
 	}
-	x.Traffic.Fwd = make([][]int64, layers)
-	x.Traffic.Bwd = make([][]int64, layers)
-	for l := 0; l < layers; l++ {
-		x.Traffic.Fwd[l] = make([]int64, q)
-		x.Traffic.Bwd[l] = make([]int64, q)
-	}
+	x.Traffic = NewTraffic(layers, q)
 	return x, nil
 }
 
@@ -103,21 +125,13 @@ func (x *Exchange) SetEpoch(seed uint64, epoch int) { x.seed, x.epoch = seed, ep
 // and summed over peers, into fwd and bwd (one entry per layer), and returns
 // the seconds spent in the transport.
 func (x *Exchange) LayerBytes(fwd, bwd []int64) float64 {
-	for l := range x.Traffic.Fwd {
-		for p := range x.Traffic.Fwd[l] {
-			fwd[l] += x.Traffic.Fwd[l][p]
-			bwd[l] += x.Traffic.Bwd[l][p]
-		}
-	}
+	x.Traffic.AddTo(fwd, bwd)
 	return x.Seconds
 }
 
 // Reset zeroes the traffic, error and time counters.
 func (x *Exchange) Reset() {
-	for l := range x.Traffic.Fwd {
-		clear(x.Traffic.Fwd[l])
-		clear(x.Traffic.Bwd[l])
-	}
+	x.Traffic.Clear()
 	clear(x.ErrSq)
 	clear(x.NormSq)
 	x.Seconds, x.codecTime = 0, 0

@@ -9,17 +9,7 @@ func (p *CPU) Gemm(transA, transB bool, alpha float32, a, b *Mat, beta float32, 
 	checkMat("Gemm a", a)
 	checkMat("Gemm b", b)
 	checkMat("Gemm c", c)
-	m, k := a.Rows, a.Cols
-	if transA {
-		m, k = k, m
-	}
-	kb, n := b.Rows, b.Cols
-	if transB {
-		kb, n = n, kb
-	}
-	if k != kb || c.Rows != m || c.Cols != n {
-		panic(fmt.Sprintf("kernels: Gemm: op(a) %dx%d, op(b) %dx%d, c %dx%d", m, k, kb, n, c.Rows, c.Cols))
-	}
+	m, n, k := GemmShape(transA, transB, a, b, c)
 	if m == 0 || n == 0 {
 		return
 	}
@@ -35,4 +25,21 @@ func (p *CPU) Gemm(transA, transB bool, alpha float32, a, b *Mat, beta float32, 
 		return
 	}
 	p.sgemm(transA, transB, m, n, k, alpha, a.Data[:a.Rows*a.Cols], a.Cols, b.Data[:b.Rows*b.Cols], b.Cols, beta, cd, n)
+}
+
+// GemmShape returns the m x n x k of c = op(a) op(b), panicking when the
+// shapes do not agree (every device checks Gemm the same way).
+func GemmShape(transA, transB bool, a, b, c *Mat) (m, n, k int) {
+	m, k = a.Rows, a.Cols
+	if transA {
+		m, k = k, m
+	}
+	kb, n := b.Rows, b.Cols
+	if transB {
+		kb, n = n, kb
+	}
+	if k != kb || c.Rows != m || c.Cols != n {
+		panic(fmt.Sprintf("kernels: Gemm: op(a) %dx%d, op(b) %dx%d, c %dx%d", m, k, kb, n, c.Rows, c.Cols))
+	}
+	return m, n, k
 }

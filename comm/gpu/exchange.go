@@ -52,10 +52,7 @@ func NewExchange(tr Transport, dev *cuda.Device, owned int, send [][]int32, recv
 	for p, rows := range send {
 		x.sendStart[p+1] = x.sendStart[p] + len(rows)
 	}
-	x.traffic.Fwd, x.traffic.Bwd = make([][]int64, layers), make([][]int64, layers)
-	for l := range layers {
-		x.traffic.Fwd[l], x.traffic.Bwd[l] = make([]int64, q), make([]int64, q)
-	}
+	x.traffic = comm.NewTraffic(layers, q)
 	return x, nil
 }
 
@@ -65,20 +62,12 @@ func (x *Exchange) CodecSeconds() float64                    { return x.codecTim
 func (x *Exchange) haloRows() int                            { return x.recvStart[len(x.recvStart)-1] }
 
 func (x *Exchange) LayerBytes(fwd, bwd []int64) float64 {
-	for l := range x.traffic.Fwd {
-		for p := range x.traffic.Fwd[l] {
-			fwd[l] += x.traffic.Fwd[l][p]
-			bwd[l] += x.traffic.Bwd[l][p]
-		}
-	}
+	x.traffic.AddTo(fwd, bwd)
 	return x.seconds
 }
 
 func (x *Exchange) Reset() {
-	for l := range x.traffic.Fwd {
-		clear(x.traffic.Fwd[l])
-		clear(x.traffic.Bwd[l])
-	}
+	x.traffic.Clear()
 	clear(x.errSq)
 	clear(x.normSq)
 	x.seconds, x.codecTime = 0, 0

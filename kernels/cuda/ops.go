@@ -79,17 +79,7 @@ func (d *Device) SpMM(a *kernels.Adj, x, y *kernels.Mat, accumulate bool) {
 // own transpose in column-major order, so the operands swap places and keep
 // their transpose flags.
 func (d *Device) Gemm(transA, transB bool, alpha float32, a, b *kernels.Mat, beta float32, c *kernels.Mat) {
-	m, k := a.Rows, a.Cols
-	if transA {
-		m, k = k, m
-	}
-	kb, n := b.Rows, b.Cols
-	if transB {
-		kb, n = n, kb
-	}
-	if k != kb || c.Rows != m || c.Cols != n {
-		panic(fmt.Sprintf("cuda: Gemm: op(a) %dx%d, op(b) %dx%d, c %dx%d", m, k, kb, n, c.Rows, c.Cols))
-	}
+	m, n, k := kernels.GemmShape(transA, transB, a, b, c)
 	if m == 0 || n == 0 {
 		return
 	}
