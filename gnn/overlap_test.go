@@ -3,8 +3,6 @@ package gnn
 import (
 	"math"
 	"testing"
-
-	"github.com/gnn-spmd/gnn-spmd/data"
 )
 
 // TestOverlapBitIdentical: aggregating the interior rows while the halo
@@ -12,18 +10,10 @@ import (
 // communication and with quantized halo rows, for GraphSAGE with dropout
 // (aggregate-first layers) and GCN (project-first where narrower).
 func TestOverlapBitIdentical(t *testing.T) {
-	ds, err := data.LoadOGB(sharedData(t, "cora"), data.OGBOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds.NormalizeFeatureRows()
-	split := ds.SplitNames()[0]
-	parts, err := data.PartitionMETIS(ds.Graph, 4, 1, ds.Splits[split].Train)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, split, parts, mc := compressedSetup(t)
+	mc.Dropout = 0.2
 	for _, model := range []string{"sage", "gcn"} {
-		mc := ModelConfig{Model: model, Layers: 3, Hidden: 32, InDim: ds.NumFeatures, Classes: ds.NumClasses, Dropout: 0.2, Seed: 5}
+		mc.Model = model
 		for _, comp := range []func() *Compression{nil, func() *Compression {
 			return &Compression{Fwd: "quant", Bwd: "quant", Schedule: Fixed{R: 8}, Seed: 3}
 		}} {

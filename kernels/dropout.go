@@ -40,6 +40,7 @@ type dropoutTask struct {
 	x, y, mask *Mat
 	p, scale   float32
 	h          uint64
+	thr        uint32 // ceil(p * 2^24)
 	rowIDs     []int32
 	nc         int
 }
@@ -49,18 +50,9 @@ type dropoutTask struct {
 func (p *CPU) Dropout(x, y, mask *Mat, prob float32, seed uint64, rowIDs []int32) {
 	sameShape("Dropout", x, y)
 	sameShape("Dropout", x, mask)
-	if !(prob >= 0 && prob <= 1) {
-		panic(fmt.Sprintf("kernels: Dropout: p = %v not in [0, 1]", prob))
-	}
-	if rowIDs != nil && len(rowIDs) != x.Rows {
-		panic(fmt.Sprintf("kernels: Dropout: %d row IDs for %d rows", len(rowIDs), x.Rows))
-	}
 	t := &p.drop
+	t.scale, t.thr = DropoutParams(prob, x.Rows, rowIDs)
 	t.x, t.y, t.mask, t.p, t.h, t.rowIDs = x, y, mask, prob, mix64(seed), rowIDs
-	t.scale = 0
-	if prob < 1 {
-		t.scale = float32(1 / (1 - float64(prob)))
-	}
 	t.nc = p.chunks(x.Rows * x.Cols)
 	p.run(t, t.nc)
 	t.x, t.y, t.mask, t.rowIDs = nil, nil, nil, nil
@@ -81,7 +73,7 @@ func (t *dropoutTask) do(c int) {
 	// u >= p exactly when the 24-bit integer behind u reaches
 	// ceil(p * 2^24); comparing integers without a branch avoids a
 	// mispredicted jump on every other element, which dominated the cost.
-	thr := uint32(math.Ceil(float64(t.p) * (1 << 24)))
+	thr := t.thr
 	scaleBits := math.Float32bits(t.scale)
 	for i := lo; i < hi; i++ {
 		id := int32(i)
@@ -105,3 +97,20 @@ func (t *dropoutTask) do(c int) {
 // Mix64 is the splitmix64 finaliser of the dropout hash (h = Mix64(seed)),
 // for devices that draw the same masks.
 func Mix64(z uint64) uint64 { return mix64(z) }
+
+// DropoutParams checks p and the row IDs of a dropout over rows rows, and
+// returns what every device draws the same masks from: the survivors'
+// scale 1/(1-p) (0 when p = 1) and the threshold ceil(p * 2^24) that a
+// 24-bit draw must reach to keep an element.
+func DropoutParams(p float32, rows int, rowIDs []int32) (scale float32, thr uint32) {
+	if !(p >= 0 && p <= 1) {
+		panic(fmt.Sprintf("kernels: Dropout: p = %v not in [0, 1]", p))
+	}
+	if rowIDs != nil && len(rowIDs) != rows {
+		panic(fmt.Sprintf("kernels: Dropout: %d row IDs for %d rows", len(rowIDs), rows))
+	}
+	if p < 1 {
+		scale = float32(1 / (1 - float64(p)))
+	}
+	return scale, uint32(math.Ceil(float64(p) * (1 << 24)))
+}

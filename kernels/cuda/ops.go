@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/gnn-spmd/gnn-spmd/kernels"
@@ -145,20 +144,10 @@ func (d *Device) Mul(x, m, y *kernels.Mat) {
 func (d *Device) Dropout(x, y, mask *kernels.Mat, p float32, seed uint64, rowIDs []int32) {
 	shape("Dropout", x, y)
 	shape("Dropout", x, mask)
-	if !(p >= 0 && p <= 1) {
-		panic(fmt.Sprintf("cuda: Dropout: p = %v not in [0, 1]", p))
-	}
-	if rowIDs != nil && len(rowIDs) != x.Rows {
-		panic(fmt.Sprintf("cuda: Dropout: %d row IDs for %d rows", len(rowIDs), x.Rows))
-	}
+	scale, thr := kernels.DropoutParams(p, x.Rows, rowIDs)
 	if x.Len() == 0 {
 		return
 	}
-	var scale float32
-	if p < 1 {
-		scale = float32(1 / (1 - float64(p)))
-	}
-	thr := uint32(math.Ceil(float64(p) * (1 << 24)))
 	d.launch(kDropout, x.Len(), false, i32(x.Rows), i32(x.Cols), mat(x), mat(y), mat(mask),
 		kernels.Mix64(seed), d.Ints(rowIDs), uint64(thr), f32(scale), i32(b2i(p == 0)))
 }
