@@ -19,7 +19,14 @@ type GenOptions struct {
 	SNR       float64 // distance between class means in units of the unit noise std (see Generate)
 	TrainFrac float64 // fraction of nodes in train; with ValidFrac both 0 the defaults 0.6/0.2 apply
 	ValidFrac float64 // fraction of nodes in valid; the rest is test
-	Seed      uint64
+	// Communities > 0 cuts the ids into that many contiguous blocks of
+	// near-equal size; Locality is the fraction of a node's partners drawn
+	// inside its own block. Real graphs (ogbn-products) have such
+	// communities, and they are what lets METIS find a small cut; without
+	// them every part of any partition borders every other on most nodes.
+	Communities int
+	Locality    float64
+	Seed        uint64
 }
 
 // genBlock is the number of nodes sharing one random stream. It is fixed,
@@ -55,6 +62,14 @@ const (
 //     same-class edges is Homophily in expectation. (Drawing the non-homophilous
 //     partner from all nodes would add (1-Homophily)/C same-class edges.) A
 //     node never pairs with itself; duplicate pairs are kept, as in OGB data.
+//   - Communities: with Communities = K > 0, node i belongs to block
+//     floor(i*K/N). Each partner is first drawn local with probability
+//     Locality; a local partner follows the same-class rule above inside
+//     i's block, falling back to the global draw when the block holds no
+//     candidate (no other node of i's class, or none of another class).
+//     The same-class fraction stays Homophily; a local edge never leaves
+//     the block, so a partition along the blocks cuts about
+//     (1-Locality)*(1-1/parts) of the edges.
 //   - Splits: one split "random": the nodes shuffled, the first
 //     round(TrainFrac*N) train, the next round(ValidFrac*N) valid, the rest
 //     test, each sorted.
@@ -111,14 +126,13 @@ func Generate(opt GenOptions) (*Dataset, error) {
 		})
 	}
 
-	g, err := genEdges(opt, labels, byClass, start)
+	g, err := genEdges(opt, labels, byClass, start, newCommunityIndex(opt, labels))
 	if err != nil {
 		return nil, err
 	}
 
 	return &Dataset{
-		Name: fmt.Sprintf("csbm-n%d-c%d-d%g-h%g-f%d-snr%g-s%d",
-			n, c, opt.AvgDegree, opt.Homophily, f, opt.SNR, opt.Seed),
+		Name: genName(opt),
 		Graph:       g,
 		NumFeatures: f,
 		Features:    features,
@@ -142,6 +156,14 @@ func (o *GenOptions) validate() error {
 		return fmt.Errorf("features: got %d, expected a dimension >= 0 with nodes*features*4 bytes addressable", o.Features)
 	case !(o.SNR >= 0 && o.SNR <= 1e6):
 		return fmt.Errorf("snr: got %g, expected a value in [0, 1e6]", o.SNR)
+	case o.Communities < 0 || o.Communities > o.Nodes:
+		return fmt.Errorf("communities: got %d, expected a count in [0, nodes = %d]", o.Communities, o.Nodes)
+	case !(o.Locality >= 0 && o.Locality <= 1):
+		return fmt.Errorf("locality: got %g, expected a fraction in [0, 1]", o.Locality)
+	case o.Locality > 0 && o.Communities == 0:
+		return fmt.Errorf("locality: got %g with no communities, expected communities > 0", o.Locality)
+	case o.Communities*o.Classes > maxCommunityGroups:
+		return fmt.Errorf("communities: got %d, expected communities x classes (%d) at most %d", o.Communities, o.Classes, maxCommunityGroups)
 	case !(o.TrainFrac > 0 && o.TrainFrac < 1):
 		return fmt.Errorf("train fraction: got %g, expected a value in (0, 1)", o.TrainFrac)
 	case !(o.ValidFrac > 0 && o.ValidFrac < 1):
@@ -242,7 +264,7 @@ func classMeans(seed uint64, c, f int, scale float64) []float64 {
 // genEdges draws the undirected pairs and builds the symmetric CSR. Pass 1
 // counts each block's pairs, so pass 2 can write every block's pairs straight
 // into one src/dst pair of int32 arrays at a fixed offset.
-func genEdges(opt GenOptions, labels, byClass []int32, start []int) (*Graph, error) {
+func genEdges(opt GenOptions, labels, byClass []int32, start []int, comm *communityIndex) (*Graph, error) {
 	n := opt.Nodes
 	half := opt.AvgDegree / 2
 	base := int(half)
@@ -276,29 +298,17 @@ func genEdges(opt GenOptions, labels, byClass []int32, start []int) (*Graph, err
 		at := offset[b]
 		for i := lo; i < hi; i++ {
 			y := labels[i]
-			cs, ce := start[y], start[y+1]
-			size := ce - cs
 			for k := proposals(rd); k > 0; k-- {
-				// Same class unless the class has no other node, or there is
-				// no other class.
+				// The local coin is drawn only with communities, so graphs
+				// without them keep the stream (and the edges) they had.
+				local := comm != nil && rp.Float64() < opt.Locality
 				same := rp.Float64() < opt.Homophily
-				if size == 1 {
-					same = false
-				} else if size == n {
-					same = true
+				j, ok := int32(0), false
+				if local {
+					j, ok = comm.partner(rp, int32(i), y, same)
 				}
-				var j int32
-				if same {
-					for j = int32(i); j == int32(i); {
-						j = byClass[cs+rp.IntN(size)]
-					}
-				} else {
-					// Uniform over byClass with class y's range cut out.
-					t := rp.IntN(n - size)
-					if t >= cs {
-						t += size
-					}
-					j = byClass[t]
+				if !ok {
+					j = globalPartner(rp, int32(i), byClass, start[y], start[y+1], same)
 				}
 				src[at], dst[at] = int32(i), j
 				at++
@@ -306,6 +316,109 @@ func genEdges(opt GenOptions, labels, byClass []int32, start []int) (*Graph, err
 		}
 	})
 	return BuildGraph(n, src, dst, BuildOptions{AddInverse: true})
+}
+
+// globalPartner draws i's partner among all nodes: uniform over the other
+// nodes of i's class (byClass[cs:ce]) when same, else uniform over the nodes
+// of other classes. Same is overridden when its side has no candidate.
+func globalPartner(rp *rand.Rand, i int32, byClass []int32, cs, ce int, same bool) int32 {
+	n, size := len(byClass), ce-cs
+	if size == 1 {
+		same = false
+	} else if size == n {
+		same = true
+	}
+	if same {
+		return drawOther(rp, i, byClass[cs:ce])
+	}
+	// Uniform over byClass with class y's range cut out.
+	t := rp.IntN(n - size)
+	if t >= cs {
+		t += size
+	}
+	return byClass[t]
+}
+
+// drawOther draws uniformly from group until the draw is not i (group holds
+// i and at least one other node, or only other nodes).
+func drawOther(rp *rand.Rand, i int32, group []int32) int32 {
+	for {
+		if j := group[rp.IntN(len(group))]; j != i {
+			return j
+		}
+	}
+}
+
+// communityIndex groups the nodes by (community block, class): the class-y
+// nodes of block b are members[group[b*C+y]:group[b*C+y+1]], ascending, and
+// block b is members[group[b*C]:group[(b+1)*C]].
+type communityIndex struct {
+	blocks, classes, nodes int
+	members                []int32
+	group                  []int
+}
+
+// maxCommunityGroups bounds communities x classes (the index costs 8 bytes
+// per group).
+const maxCommunityGroups = 1 << 26
+
+func newCommunityIndex(opt GenOptions, labels []int32) *communityIndex {
+	if opt.Communities == 0 || opt.Locality == 0 {
+		return nil
+	}
+	ci := &communityIndex{blocks: opt.Communities, classes: opt.Classes, nodes: opt.Nodes}
+	ci.group = make([]int, ci.blocks*ci.classes+1)
+	for i, y := range labels {
+		ci.group[ci.block(int32(i))*ci.classes+int(y)+1]++
+	}
+	for g := 1; g < len(ci.group); g++ {
+		ci.group[g] += ci.group[g-1]
+	}
+	next := append([]int(nil), ci.group[:len(ci.group)-1]...)
+	ci.members = make([]int32, len(labels))
+	for i, y := range labels {
+		g := ci.block(int32(i))*ci.classes + int(y)
+		ci.members[next[g]] = int32(i)
+		next[g]++
+	}
+	return ci
+}
+
+func (ci *communityIndex) block(i int32) int {
+	return int(int64(i) * int64(ci.blocks) / int64(ci.nodes))
+}
+
+// partner draws i's partner inside i's block by the same-class rule; ok is
+// false when the block has no candidate on the chosen side.
+func (ci *communityIndex) partner(rp *rand.Rand, i, y int32, same bool) (int32, bool) {
+	g := ci.block(i)*ci.classes + int(y)
+	blo, bhi := ci.group[g-int(y)], ci.group[g-int(y)+ci.classes]
+	clo, chi := ci.group[g], ci.group[g+1]
+	if same {
+		if chi-clo < 2 {
+			return 0, false
+		}
+		return drawOther(rp, i, ci.members[clo:chi]), true
+	}
+	others := (bhi - blo) - (chi - clo)
+	if others == 0 {
+		return 0, false
+	}
+	t := blo + rp.IntN(others)
+	if t >= clo {
+		t += chi - clo
+	}
+	return ci.members[t], true
+}
+
+// genName names a generated dataset by its options.
+func genName(o GenOptions) string {
+	name := fmt.Sprintf("csbm-n%d-c%d-d%g-h%g-f%d-snr%g-s%d",
+		o.Nodes, o.Classes, o.AvgDegree, o.Homophily, o.Features, o.SNR, o.Seed)
+	if o.Communities > 0 && o.Locality > 0 {
+		name += fmt.Sprintf("-k%d-l%g", o.Communities, o.Locality)
+	}
+	return name
 }
 
 // genSplit shuffles the nodes with one stream (a sequential Fisher-Yates, so

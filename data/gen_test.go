@@ -74,6 +74,72 @@ func TestGenEdgesAndHomophily(t *testing.T) {
 	}
 }
 
+// Communities: the fraction of edges inside a block is Locality plus the
+// global draws that land there by chance, homophily is unchanged, the output
+// does not depend on the worker count, and METIS finds the blocks.
+func TestGenCommunities(t *testing.T) {
+	opt := GenOptions{Nodes: 2*genBlock + 999, Classes: 5, AvgDegree: 12, Homophily: 0.7,
+		Communities: 16, Locality: 0.9, Seed: 11}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	runtime.GOMAXPROCS(1)
+	one := mustGenerate(t, opt)
+	runtime.GOMAXPROCS(4)
+	ds := mustGenerate(t, opt)
+	if err := sameDataset(one, ds); err != nil {
+		t.Fatalf("GOMAXPROCS 1 vs 4: %v", err)
+	}
+	g, n, k := ds.Graph, int64(opt.Nodes), int64(opt.Communities)
+	inside := 0
+	for i := 0; i < g.N; i++ {
+		for _, s := range g.Indices[g.Indptr[i]:g.Indptr[i+1]] {
+			if int64(s)*k/n == int64(i)*k/n {
+				inside++
+			}
+		}
+	}
+	frac := float64(inside) / float64(g.NumEdges())
+	want := opt.Locality + (1-opt.Locality)/float64(opt.Communities)
+	_, h := edgeStats(ds)
+	t.Logf("inside a community %.4f (expected %.4f), homophily %.4f", frac, want, h)
+	if math.Abs(frac-want) > 0.01 {
+		t.Errorf("fraction of edges inside a community %.4f, expected %.4f within 0.01", frac, want)
+	}
+	if math.Abs(h-opt.Homophily) > 0.01 {
+		t.Errorf("homophily %.4f, expected %g within 0.01", h, opt.Homophily)
+	}
+	parts, err := PartitionMETIS(g, 4, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := float64(EdgeCut(g, parts)) / float64(g.NumEdges())
+	if bound := (1 - opt.Locality) * 0.75 * 1.2; cut > bound {
+		t.Errorf("METIS cut %.4f of the edges, expected at most %.4f (the global edges' share)", cut, bound)
+	}
+	plain := opt
+	plain.Communities, plain.Locality = 0, 0
+	if pc := float64(EdgeCut(g, mustPartitionMETIS(t, mustGenerate(t, plain).Graph))) / float64(g.NumEdges()); pc < 2*cut {
+		t.Errorf("METIS cut %.4f without communities, %.4f with them: expected communities to halve it at least", pc, cut)
+	}
+}
+
+// Graphs without communities are the ones every earlier result was measured
+// on: their edges must not change.
+func TestGenWithoutCommunitiesUnchanged(t *testing.T) {
+	ds := mustGenerate(t, GenOptions{Nodes: 3000, Classes: 5, AvgDegree: 8, Homophily: 0.8, Features: 4, SNR: 0.4, Seed: 7})
+	if got, want := digestArrays(ds.Graph.Indptr, ds.Graph.Indices, ds.Labels), uint64(0x4f14a817919cb3b0); got != want {
+		t.Errorf("edge digest %#x, expected %#x", got, want)
+	}
+}
+
+func mustPartitionMETIS(t *testing.T, g *Graph) []int32 {
+	t.Helper()
+	parts, err := PartitionMETIS(g, 4, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parts
+}
+
 func TestGenSymmetricNoSelfLoops(t *testing.T) {
 	ds := mustGenerate(t, GenOptions{Nodes: 5000, Classes: 4, AvgDegree: 9, Homophily: 0.7, Seed: 3})
 	g := ds.Graph
@@ -243,6 +309,9 @@ func TestGenOptionErrors(t *testing.T) {
 		{func(o *GenOptions) { o.TrainFrac, o.ValidFrac = 1.2, 0.1 }, "train fraction: got 1.2"},
 		{func(o *GenOptions) { o.TrainFrac, o.ValidFrac = 0.5, 0 }, "valid fraction: got 0"},
 		{func(o *GenOptions) { o.TrainFrac, o.ValidFrac = 0.6, 0.4 }, "train fraction + valid fraction: got 1"},
+		{func(o *GenOptions) { o.Communities = 101 }, "communities: got 101"},
+		{func(o *GenOptions) { o.Communities, o.Locality = 4, 1.5 }, "locality: got 1.5, expected a fraction in [0, 1]"},
+		{func(o *GenOptions) { o.Locality = 0.5 }, "locality: got 0.5 with no communities"},
 		{func(o *GenOptions) { o.Nodes, o.Classes, o.AvgDegree, o.TrainFrac, o.ValidFrac = 5, 2, 2, 0.8, 0.05 }, "too few for non-empty"},
 	} {
 		o := good

@@ -9,7 +9,7 @@ import (
 )
 
 func runGen(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("gen", "gen --out FILE.h5 [--nodes N] [--classes C] [--degree D] [--homophily H] [--features F] [--snr S] [--seed N]", stderr)
+	fs := newFlags("gen", "gen --out FILE.h5 [--nodes N] [--classes C] [--degree D] [--homophily H] [--features F] [--snr S] [--communities K --locality L] [--seed N]", stderr)
 	out := fs.String("out", "", "output dataset file (.h5)")
 	nodes := fs.Int("nodes", 100000, "number of nodes")
 	classes := fs.Int("classes", 10, "number of classes")
@@ -19,6 +19,8 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	snr := fs.Float64("snr", 1, "feature signal-to-noise: class-mean separation relative to unit noise")
 	train := fs.Float64("train", 0.6, "fraction of nodes in the training set of split \"random\"")
 	valid := fs.Float64("valid", 0.2, "fraction of nodes in the validation set (the rest is test)")
+	communities := fs.Int("communities", 0, "cut the node ids into K contiguous communities (0 = none)")
+	locality := fs.Float64("locality", 0, "fraction of each node's edges drawn inside its community (needs --communities)")
 	seed := fs.Uint64("seed", 0, "random seed (same seed, same graph)")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -28,7 +30,8 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	}
 	start := time.Now()
 	ds, err := data.Generate(data.GenOptions{Nodes: *nodes, Classes: *classes, AvgDegree: *degree,
-		Homophily: *homophily, Features: *features, SNR: *snr, TrainFrac: *train, ValidFrac: *valid, Seed: *seed})
+		Homophily: *homophily, Features: *features, SNR: *snr, TrainFrac: *train, ValidFrac: *valid,
+		Communities: *communities, Locality: *locality, Seed: *seed})
 	if err != nil {
 		return usagef("gen: %v", err)
 	}
