@@ -132,7 +132,7 @@ func Generate(opt GenOptions) (*Dataset, error) {
 	}
 
 	return &Dataset{
-		Name: genName(opt),
+		Name:        genName(opt),
 		Graph:       g,
 		NumFeatures: f,
 		Features:    features,
