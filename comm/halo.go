@@ -39,6 +39,9 @@ type Exchange struct {
 	Traffic   Traffic
 	Seconds   float64
 	codecTime float64
+	// pendingCols is the width of the gradients BackwardSend received, which
+	// BackwardAdd adds.
+	pendingCols int
 	// ErrSq[l] and NormSq[l] sum ||x - decode(encode(x))||^2 and ||x||^2
 	// over the rows this rank sent in layer l's forward exchanges.
 	ErrSq, NormSq []float64
@@ -271,19 +274,18 @@ func (x *Exchange) count(traffic []int64, me int) {
 	}
 }
 
-// Backward returns the halo rows of dh to their owners, who add them into
-// the owned rows they came from, peer by peer in rank order (a fixed
-// summation order).
-func (x *Exchange) Backward(layer int, dh *kernels.Mat) error {
+// BackwardSend returns the halo-row gradients dh (the layer's NumHalo rows)
+// to their owners and receives the gradients peers return for this rank's
+// rows; BackwardAdd then adds those into the owned rows. Between the two
+// the caller may compute the owned rows (overlap): BackwardSend does not
+// touch them.
+func (x *Exchange) BackwardSend(layer int, dh *kernels.Mat) error {
 	f := dh.Cols
-	if dh.Rows != x.owned+x.HaloRows() {
-		return fmt.Errorf("halo backward: matrix has %d rows, expected %d owned + %d halo", dh.Rows, x.owned, x.HaloRows())
+	if dh.Rows != x.HaloRows() {
+		return fmt.Errorf("halo backward: matrix has %d rows, expected %d halo rows", dh.Rows, x.HaloRows())
 	}
 	me, c := x.comm.Rank(), x.bwd[layer]
-	halo := func(p int) []float32 {
-		lo, hi := x.owned+x.recvStart[p], x.owned+x.recvStart[p+1]
-		return dh.Data[lo*f : hi*f]
-	}
+	halo := func(p int) []float32 { return dh.Data[x.recvStart[p]*f : x.recvStart[p+1]*f] }
 	if !active(c) {
 		for p := range x.send {
 			x.sendB[p] = bytesOf(halo(p))
@@ -300,9 +302,18 @@ func (x *Exchange) Backward(layer int, dh *kernels.Mat) error {
 		x.codecTime += time.Since(start).Seconds()
 	}
 	x.count(x.Traffic.Bwd[layer], me)
-	if err := x.transport("backward", layer); err != nil {
-		return err
+	x.pendingCols = f
+	return x.transport("backward", layer)
+}
+
+// BackwardAdd adds the gradients BackwardSend received into the owned rows
+// of own, peer by peer in rank order (a fixed summation order).
+func (x *Exchange) BackwardAdd(layer int, own *kernels.Mat) error {
+	f := own.Cols
+	if own.Rows != x.owned || f != x.pendingCols {
+		return fmt.Errorf("halo backward: owned rows %dx%d, expected %dx%d", own.Rows, f, x.owned, x.pendingCols)
 	}
+	c := x.bwd[layer]
 	start := time.Now()
 	for p, rows := range x.send {
 		buf := x.peerStage(p, f)
@@ -310,7 +321,7 @@ func (x *Exchange) Backward(layer int, dh *kernels.Mat) error {
 			c.Decode(buf, x.recvB[p], len(rows), f)
 		}
 		for k, r := range rows {
-			dst := dh.Data[int(r)*f : int(r+1)*f]
+			dst := own.Data[int(r)*f : int(r+1)*f]
 			for j, v := range buf[k*f : (k+1)*f] {
 				dst[j] += v
 			}

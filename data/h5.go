@@ -531,6 +531,12 @@ func (r *h5Reader) openAttr(g *hdf5.Group, name string, class hdf5.TypeClass, wa
 // against want (a -1 dimension takes any size) and reads it. The shape is
 // checked before allocating, and its byte size against the file size.
 func readArray[T H5Elem](r *h5Reader, p string, typ h5Type, want []int64, wantDesc string) ([]T, error) {
+	return readArrayRoom[T](r, p, typ, want, wantDesc, 0)
+}
+
+// readArrayRoom is readArray with room more elements of capacity after the
+// array's.
+func readArrayRoom[T H5Elem](r *h5Reader, p string, typ h5Type, want []int64, wantDesc string, room int) ([]T, error) {
 	if !r.f.LinkExists(p) {
 		return nil, r.errorf(p, "missing dataset, expected %s %s", typ.name, wantDesc)
 	}
@@ -581,7 +587,7 @@ func readArray[T H5Elem](r *h5Reader, p string, typ h5Type, want []int64, wantDe
 	if total > limit {
 		return nil, r.errorf(p, "has shape %v, more %s values than a file of %d bytes can hold (compressed datasets are not supported)", dims, typ.name, r.size)
 	}
-	buf := make([]T, total)
+	buf := make([]T, total, int(total)+room)
 	if total > 0 {
 		if err := d.Read(&buf); err != nil {
 			return nil, r.errorf(p, "cannot be read: the file is truncated or corrupt, or the dataset uses an unavailable filter")

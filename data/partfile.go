@@ -407,7 +407,11 @@ func (r *h5Reader) readShard(root *hdf5.Group, m *PartitionMeta, part int) (*Sha
 		return nil, err
 	}
 	if m.NumFeatures > 0 || r.f.LinkExists("/node/features") {
-		s.Features, err = readArray[float32](r, "/node/features", h5Float32, []int64{int64(nOwn), int64(m.NumFeatures)}, "[owned, num_features]")
+		// Room for the halo rows after the owned ones: the first layer's
+		// input (owned then halo rows) can then be the features themselves
+		// rather than a copy (gnn.NewModel).
+		s.Features, err = readArrayRoom[float32](r, "/node/features", h5Float32, []int64{int64(nOwn), int64(m.NumFeatures)},
+			"[owned, num_features]", nHalo*m.NumFeatures)
 		if err != nil {
 			return nil, err
 		}

@@ -7,9 +7,13 @@ type Halo interface {
 	// Forward fills the halo rows [NumOwned, NumOwned+NumHalo) of the
 	// layer-l input h with the owners' current rows.
 	Forward(layer int, h *kernels.Mat) error
-	// Backward returns the halo rows of the gradient dh to their owners,
-	// who add them into their owned rows of dh.
-	Backward(layer int, dh *kernels.Mat) error
+	// BackwardSend returns the gradient's halo rows dh (NumHalo rows) to
+	// their owners and receives what peers return for this rank's rows;
+	// BackwardAdd adds that into the gradient's owned rows own (NumOwned
+	// rows). BackwardSend leaves the owned rows alone, so the caller can
+	// compute them while it runs (overlap).
+	BackwardSend(layer int, dh *kernels.Mat) error
+	BackwardAdd(layer int, own *kernels.Mat) error
 }
 
 // Metered is a Halo that counts what it sends (comm.Exchange is one).
@@ -57,7 +61,8 @@ func allReduceGrad(r Reducer, dev kernels.Device, p *Param) error {
 // Alone is the Halo and Reducer of a single rank: nothing to exchange.
 type Alone struct{}
 
-func (Alone) Forward(int, *kernels.Mat) error  { return nil }
-func (Alone) Backward(int, *kernels.Mat) error { return nil }
-func (Alone) AllReduceFloat32([]float32) error { return nil }
-func (Alone) AllReduceFloat64([]float64) error { return nil }
+func (Alone) Forward(int, *kernels.Mat) error      { return nil }
+func (Alone) BackwardSend(int, *kernels.Mat) error { return nil }
+func (Alone) BackwardAdd(int, *kernels.Mat) error  { return nil }
+func (Alone) AllReduceFloat32([]float32) error     { return nil }
+func (Alone) AllReduceFloat64([]float64) error     { return nil }

@@ -159,14 +159,18 @@ type Model struct {
 	layers []*layer
 	local  *Local
 	dev    kernels.Device
-	// Gradient scratch, each sized for the widest layer: two ping-pong
-	// buffers for d(layer input) and one for d(A x) or d(x Wn).
-	dA, dB, dZ *kernels.Mat
-	dlogits    *kernels.Mat
+	// Gradient scratch for d(layer input) where no dead activation can hold
+	// it (see inputGrad): grown on first use, two so that one can hold
+	// dOut while the other receives d(input).
+	scratch [2]*kernels.Mat
+	dlogits *kernels.Mat
 	// features is the input on the device (local.Features on the CPU).
 	features *kernels.Mat
-	// Overlap aggregates the interior rows while the forward halo
-	// exchange is in flight (host devices; see overlap.go).
+	// atOwn and atHalo are A^T's owned and halo rows: the backward pass
+	// computes the halo rows first, to send them (see overlap.go).
+	atOwn, atHalo *kernels.Adj
+	// Overlap aggregates while the halo exchanges are in flight: forward on
+	// devices with SpMMRows, backward on host devices (see overlap.go).
 	Overlap bool
 	split   *split
 }
@@ -190,10 +194,8 @@ func NewModel(cfg ModelConfig, local *Local, dev kernels.Device) (*Model, error)
 	rows := local.NumOwned + local.NumHalo
 	own := local.NumOwned
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
-	widest := 0
 	for l := 0; l < cfg.Layers; l++ {
 		in, out := dims[l], dims[l+1]
-		widest = max(widest, in, out)
 		ly := &layer{in: in, out: out, last: l == cfg.Layers-1, isSAGE: cfg.Model == "sage", projectFirst: out < in}
 		self, neigh, bias := paramNames(cfg.Model, l)
 		if ly.isSAGE {
@@ -215,6 +217,10 @@ func NewModel(cfg ModelConfig, local *Local, dev kernels.Device) (*Model, error)
 		switch {
 		case l == 0 && cfg.Dropout == 0 && ly.projectFirst:
 			ly.x = m.features // read only: nothing writes a project-first input
+		case l == 0 && cfg.Dropout == 0 && dev.Host() && cap(m.features.Data) >= xRows*in:
+			// The features have room for the halo rows after them (as
+			// data.ReadShard leaves): they are the input, without a copy.
+			ly.x = &kernels.Mat{Rows: xRows, Cols: in, Data: m.features.Data[:xRows*in]}
 		case l == 0 && cfg.Dropout == 0:
 			// The input never changes: copy the features in once.
 			ly.x = dev.NewMat(xRows, in)
@@ -250,9 +256,7 @@ func NewModel(cfg ModelConfig, local *Local, dev kernels.Device) (*Model, error)
 			ly.ws, ly.gs = ly.self.w, ly.self.g
 		}
 	}
-	m.dA = dev.NewMat(rows, widest)
-	m.dB = dev.NewMat(rows, widest)
-	m.dZ = dev.NewMat(rows, widest)
+	m.atOwn, m.atHalo = local.Adj.T.RowRange(0, own), local.Adj.T.RowRange(own, rows)
 	m.dlogits = dev.NewMat(own, cfg.Classes)
 	return m, nil
 }
@@ -324,11 +328,12 @@ func (m *Model) Forward(halo Halo, train bool, epoch int) (*kernels.Mat, error) 
 // two when it can.
 func (m *Model) aggregate(halo Halo, l int, x, y *kernels.Mat) error {
 	loc := m.local
-	if _, alone := halo.(Alone); m.Overlap && !alone && loc.NumHalo > 0 && m.dev.Host() {
+	dev, rows := m.dev.(rowSpMM)
+	if _, alone := halo.(Alone); m.Overlap && !alone && loc.NumHalo > 0 && rows {
 		if m.split == nil {
 			m.split = splitAdj(loc.Adj, loc.NumOwned)
 		}
-		if err := m.overlapped(halo, l, x, y); err != nil {
+		if err := m.overlapped(dev, halo, l, x, y); err != nil {
 			return fmt.Errorf("layer %d forward halo exchange: %w", l, err)
 		}
 		return nil
@@ -342,10 +347,19 @@ func (m *Model) aggregate(halo Halo, l int, x, y *kernels.Mat) error {
 
 // Backward computes all parameter gradients (overwriting G) from the
 // gradient of the loss w.r.t. the logits of the last Forward(train=true).
+//
+// It keeps its gradients in activations the pass no longer needs, which at
+// scale saves gigabytes: d(A x) goes into z once z's weight gradient is
+// done, d(x Wn) into p, the halo rows of d(input) into the input's halo
+// rows, and the owned rows of d(input), where they fit, into the layer's
+// output once its ReLU mask has been applied. So Backward clobbers the
+// activations; the next Forward writes them all again.
 func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
 	d, loc := m.dev, m.local
 	own, rows := loc.NumOwned, loc.NumOwned+loc.NumHalo
-	dOut := dlogits
+	_, alone := halo.(Alone)
+	overlap := m.Overlap && !alone && d.Host()
+	dOut, inScratch := dlogits, -1
 	for l := len(m.layers) - 1; l >= 0; l-- {
 		ly := m.layers[l]
 		if !ly.last {
@@ -356,23 +370,18 @@ func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
 		if ly.isSAGE {
 			d.Gemm(true, false, 1, xOwn, dOut, 0, ly.gs)
 		}
-		// d(layer input), owned(+halo) rows, into the scratch not holding dOut.
-		buf := m.dA
-		if sameStart(dOut, m.dA) {
-			buf = m.dB
-		}
 		if ly.projectFirst {
-			dP := m.dZ.Reshape(rows, ly.out)
-			d.SpMM(loc.Adj.T, dOut, dP, false)
-			if err := halo.Backward(l, dP); err != nil {
-				return fmt.Errorf("layer %d backward halo exchange: %w", l, err)
+			// d(x Wn) = A^T dOut, into p.
+			dPOwn := ly.p.View(0, own)
+			if err := m.backAggregate(halo, l, overlap, dOut, dPOwn, ly.p.View(own, rows), nil); err != nil {
+				return err
 			}
-			dPOwn := dP.View(0, own)
 			d.Gemm(true, false, 1, xOwn, dPOwn, 0, ly.gn)
 			if l == 0 {
 				break // no gradient w.r.t. the input features
 			}
-			dX := buf.Reshape(own, ly.in)
+			var dX *kernels.Mat
+			dX, inScratch = m.inputGrad(ly, own, inScratch)
 			d.Gemm(false, true, 1, dPOwn, ly.wn, 0, dX)
 			if ly.isSAGE {
 				d.Gemm(false, true, 1, dOut, ly.ws, 1, dX)
@@ -383,26 +392,47 @@ func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
 			if l == 0 {
 				break
 			}
-			dX := buf.Reshape(rows, ly.in)
-			dZ := m.dZ.Reshape(own, ly.in)
+			// d(A x) = dOut Wn^T, into z.
+			dZ := ly.z
 			d.Gemm(false, true, 1, dOut, ly.wn, 0, dZ)
+			var dX *kernels.Mat
+			dX, inScratch = m.inputGrad(ly, own, inScratch)
+			var selfTerm func()
 			if ly.isSAGE {
-				d.Gemm(false, true, 1, dOut, ly.ws, 0, dX.View(0, own))
-				d.Zero(dX.View(own, rows))
-				d.SpMM(loc.Adj.T, dZ, dX, true)
-			} else {
-				d.SpMM(loc.Adj.T, dZ, dX, false)
+				g := dOut
+				selfTerm = func() { d.Gemm(false, true, 1, g, ly.ws, 0, dX) }
 			}
-			if err := halo.Backward(l, dX); err != nil {
-				return fmt.Errorf("layer %d backward halo exchange: %w", l, err)
+			// The input's halo rows were read by the forward aggregation
+			// only: they take d(input)'s halo rows.
+			if err := m.backAggregate(halo, l, overlap, dZ, dX, ly.x.View(own, rows), selfTerm); err != nil {
+				return err
 			}
-			dOut = dX.View(0, own)
+			dOut = dX
 		}
 		if ly.mask != nil {
 			d.Mul(dOut, ly.mask, dOut)
 		}
 	}
 	return nil
+}
+
+// inputGrad returns the matrix for the owned rows of d(ly's input), given
+// that dOut is in scratch[inScratch] (-1: elsewhere), and the scratch index
+// it used (-1: none). ly's output is dead once its ReLU mask has been
+// applied, unless it is the logits (the trainer reads them); where it is
+// too small, one of the two scratch buffers takes the gradient.
+func (m *Model) inputGrad(ly *layer, own, inScratch int) (*kernels.Mat, int) {
+	if !ly.last && ly.y.Len() >= own*ly.in {
+		return ly.y.Reshape(own, ly.in), -1
+	}
+	i := 0
+	if inScratch == 0 {
+		i = 1
+	}
+	if m.scratch[i] == nil || m.scratch[i].Len() < own*ly.in {
+		m.scratch[i] = m.dev.NewMat(max(own*ly.in, 1), 1)
+	}
+	return m.scratch[i].Reshape(own, ly.in), i
 }
 
 // ExchangeWidths returns, per layer, the width of the rows its halo exchange
@@ -417,12 +447,4 @@ func (m *Model) ExchangeWidths() []int {
 		}
 	}
 	return w
-}
-
-// sameStart reports whether a and b start at the same memory.
-func sameStart(a, b *kernels.Mat) bool {
-	if a.Data == nil || b.Data == nil {
-		return a.Data == nil && b.Data == nil && a.Ptr == b.Ptr
-	}
-	return len(a.Data) > 0 && len(b.Data) > 0 && &a.Data[0] == &b.Data[0]
 }

@@ -1,54 +1,59 @@
 package gnn
 
-import "github.com/gnn-spmd/gnn-spmd/kernels"
+import (
+	"fmt"
 
-// Overlap of the forward halo exchange with aggregation (as AdaQP does):
-// the rows whose neighbours are all owned ("interior") need no halo row, so
-// they are aggregated while the exchange is in flight, and only the
-// boundary rows wait for it. The two passes add each row's terms in the
-// order of the full SpMM, starting from zero, so the result is bit-identical.
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+)
 
-// split is the aggregation matrix cut in two: interior has the boundary
-// rows emptied, boundary the interior rows. Neither needs a transpose
-// (only forward passes use them).
-type split struct {
-	interior, boundary *kernels.Adj
-	rows               int // boundary rows, for the metrics
+// Overlap of the halo exchanges with aggregation (as AdaQP does).
+//
+// Forward: the rows whose neighbours are all owned ("interior") need no
+// halo row, so they are aggregated while the exchange is in flight, and only
+// the boundary rows wait for it.
+//
+// Backward: the gradient's halo rows (A^T's rows past the owned ones) are
+// computed first and sent; the owned rows are computed while they travel,
+// and what peers return is added after.
+//
+// Every row is computed by the same kernel in the same order as without
+// overlap, so the result is bit-identical.
+
+// rowSpMM is a device that can aggregate a subset of rows (the CPU): the
+// forward overlap needs one.
+type rowSpMM interface {
+	SpMMRows(a *kernels.Adj, s *kernels.RowSet, x, y *kernels.Mat, accumulate bool)
 }
 
-// splitAdj cuts a by whether a row reads any column >= owned.
+// split lists the interior and the boundary rows of the aggregation.
+type split struct {
+	interior, boundary *kernels.RowSet
+}
+
+// splitAdj sorts a's rows by whether they read any column >= owned.
 func splitAdj(a *kernels.Adj, owned int) *split {
-	in := &kernels.Adj{Rows: a.Rows, Cols: a.Cols, Ptr: make([]int64, a.Rows+1)}
-	bd := &kernels.Adj{Rows: a.Rows, Cols: a.Cols, Ptr: make([]int64, a.Rows+1)}
-	s := &split{interior: in, boundary: bd}
+	var in, bd []int32
 	for i := 0; i < a.Rows; i++ {
-		lo, hi := a.Ptr[i], a.Ptr[i+1]
-		dst := in
-		for _, c := range a.Col[lo:hi] {
+		dst := &in
+		for _, c := range a.Col[a.Ptr[i]:a.Ptr[i+1]] {
 			if int(c) >= owned {
-				dst = bd
-				s.rows++
+				dst = &bd
 				break
 			}
 		}
-		dst.Col = append(dst.Col, a.Col[lo:hi]...)
-		if a.Val != nil {
-			dst.Val = append(dst.Val, a.Val[lo:hi]...)
-		}
-		in.Ptr[i+1], bd.Ptr[i+1] = int64(len(in.Col)), int64(len(bd.Col))
+		*dst = append(*dst, int32(i))
 	}
-	return s
+	return &split{interior: kernels.NewRowSet(a, in), boundary: kernels.NewRowSet(a, bd)}
 }
 
 // overlapped fills x's halo rows through halo.Forward on the calling
 // goroutine (MPI wants its calls on the main thread) while another
 // goroutine aggregates the interior rows into y; then it aggregates the
-// boundary rows. Only host devices take this path: a GPU device belongs to
-// one goroutine.
-func (m *Model) overlapped(halo Halo, layer int, x, y *kernels.Mat) error {
+// boundary rows.
+func (m *Model) overlapped(dev rowSpMM, halo Halo, layer int, x, y *kernels.Mat) error {
 	done := make(chan struct{})
 	go func() {
-		m.dev.SpMM(m.split.interior, x, y, false)
+		dev.SpMMRows(m.local.Adj, m.split.interior, x, y, false)
 		close(done)
 	}()
 	err := halo.Forward(layer, x)
@@ -56,6 +61,43 @@ func (m *Model) overlapped(halo Halo, layer int, x, y *kernels.Mat) error {
 	if err != nil {
 		return err
 	}
-	m.dev.SpMM(m.split.boundary, x, y, true)
+	dev.SpMMRows(m.local.Adj, m.split.boundary, x, y, false)
+	return nil
+}
+
+// backAggregate computes g = A^T dz into its owned rows gOwn and halo rows
+// gHalo, returns the halo rows to their owners and adds what the peers
+// return into the owned rows. ownTerms, when set, first writes the owned
+// rows' other terms, which the aggregation then adds to. With overlap the
+// owned rows are computed while the exchange is in flight (host devices
+// only: a GPU device belongs to one goroutine).
+func (m *Model) backAggregate(halo Halo, l int, overlap bool, dz, gOwn, gHalo *kernels.Mat, ownTerms func()) error {
+	d := m.dev
+	d.SpMM(m.atHalo, dz, gHalo, false)
+	ownRows := func() {
+		if ownTerms != nil {
+			ownTerms()
+		}
+		d.SpMM(m.atOwn, dz, gOwn, ownTerms != nil)
+	}
+	var err error
+	if overlap {
+		done := make(chan struct{})
+		go func() {
+			ownRows()
+			close(done)
+		}()
+		err = halo.BackwardSend(l, gHalo)
+		<-done
+	} else {
+		ownRows()
+		err = halo.BackwardSend(l, gHalo)
+	}
+	if err == nil {
+		err = halo.BackwardAdd(l, gOwn)
+	}
+	if err != nil {
+		return fmt.Errorf("layer %d backward halo exchange: %w", l, err)
+	}
 	return nil
 }

@@ -23,17 +23,18 @@ type CPU struct {
 	next   atomic.Int64
 	closed bool
 
-	spmm    spmmTask
-	bias    biasTask
-	bgrad   biasGradTask
-	relu    reluTask
-	reluB   reluBackTask
-	drop    dropoutTask
-	mul     mulTask
-	zero    zeroTask
-	sce     sceTask
-	correct correctTask
-	adam    adamTask
+	spmm     spmmTask
+	spmmRows spmmTask
+	bias     biasTask
+	bgrad    biasGradTask
+	relu     reluTask
+	reluB    reluBackTask
+	drop     dropoutTask
+	mul      mulTask
+	zero     zeroTask
+	sce      sceTask
+	correct  correctTask
+	adam     adamTask
 }
 
 var _ Device = (*CPU)(nil)

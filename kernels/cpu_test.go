@@ -153,6 +153,44 @@ func TestSpMM(t *testing.T) {
 	})
 }
 
+// SpMMRows over a row set and its complement, and SpMM over the RowRange
+// views of a cut, give the bits of one SpMM.
+func TestSpMMRowsAndRowRange(t *testing.T) {
+	rng := newRNG(3)
+	forThreads(t, func(t *testing.T, p *CPU) {
+		for _, s := range spmmShapes {
+			for _, weighted := range []bool{false, true} {
+				a := randAdj(rng, s.rows, s.cols, s.deg, weighted)
+				x := randMat(rng, a.Cols, s.f)
+				for _, acc := range []bool{false, true} {
+					y := randMat(rng, a.Rows, s.f)
+					want := copyMat(y)
+					p.SpMM(a, x, want, acc)
+
+					var in, out []int32
+					for i := 0; i < a.Rows; i++ {
+						if rng.IntN(3) == 0 {
+							in = append(in, int32(i))
+						} else {
+							out = append(out, int32(i))
+						}
+					}
+					got := copyMat(y)
+					p.SpMMRows(a, NewRowSet(a, in), x, got, acc)
+					p.SpMMRows(a, NewRowSet(a, out), x, got, acc)
+					bitsEqual(t, "SpMMRows", got.Data, want.Data)
+
+					cut := rng.IntN(a.Rows + 1)
+					got = copyMat(y)
+					p.SpMM(a.RowRange(0, cut), x, got.View(0, cut), acc)
+					p.SpMM(a.RowRange(cut, a.Rows), x, got.View(cut, a.Rows), acc)
+					bitsEqual(t, "RowRange", got.Data, want.Data)
+				}
+			}
+		}
+	})
+}
+
 func TestSpMMSkewed(t *testing.T) {
 	// One row holding most of the entries must not break the nnz split.
 	rng := newRNG(2)

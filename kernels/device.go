@@ -154,6 +154,24 @@ func NewAdj(rows, cols int, ptr []int64, col []int32, val []float32) *Adj {
 	return a
 }
 
+// RowRange returns rows [lo, hi) of a as a CSR of their own, sharing a's
+// column and weight arrays (only the row pointers are copied, rebased to
+// zero). It has no transpose.
+func (a *Adj) RowRange(lo, hi int) *Adj {
+	if lo < 0 || lo > hi || hi > a.Rows {
+		panic(fmt.Sprintf("kernels: RowRange [%d, %d) of %d rows", lo, hi, a.Rows))
+	}
+	base, end := a.Ptr[lo], a.Ptr[hi]
+	r := &Adj{Rows: hi - lo, Cols: a.Cols, Ptr: make([]int64, hi-lo+1), Col: a.Col[base:end:end]}
+	for i := range r.Ptr {
+		r.Ptr[i] = a.Ptr[lo+i] - base
+	}
+	if a.Val != nil {
+		r.Val = a.Val[base:end:end]
+	}
+	return r
+}
+
 // transpose returns A^T in CSR form (a counting sort by column). Entries of
 // each transposed row keep increasing source-row order.
 func transpose(a *Adj) *Adj {

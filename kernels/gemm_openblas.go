@@ -13,9 +13,10 @@ import (
 const GemmBackend = "openblas"
 
 // GemmInfo describes the Gemm backend for logs, including the core kernel
-// OpenBLAS picked at run time.
+// OpenBLAS picked at run time. (Its thread count is the device's, set at
+// each device's first Gemm.)
 func GemmInfo() string {
-	return fmt.Sprintf("openblas (core %s, %d threads)", openblas.CoreName(), openblas.Threads())
+	return fmt.Sprintf("openblas (core %s)", openblas.CoreName())
 }
 
 // blasThreads is OpenBLAS's (process-wide) thread count as last set here.

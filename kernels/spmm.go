@@ -7,6 +7,8 @@ type spmmTask struct {
 	x, y   *Mat
 	acc    bool
 	bounds []int // row bounds of chunk c: [bounds[c], bounds[c+1])
+	// With rows set (SpMMRows), the bounds index rows instead of a's rows.
+	rows []int32
 }
 
 // SpMM computes y = A x (y += A x when accumulate), row-parallel. Each
@@ -30,6 +32,47 @@ func (p *CPU) SpMM(a *Adj, x, y *Mat, accumulate bool) {
 	t.a, t.x, t.y, t.acc = a, x, y, accumulate
 	p.run(t, nc)
 	t.a, t.x, t.y = nil, nil, nil
+}
+
+// RowSet is a subset of an Adj's rows for SpMMRows, with the prefix sums of
+// their nonzeros that balance the work across threads.
+type RowSet struct {
+	Rows   []int32
+	weight []int64 // weight[k] = nonzeros of Rows[:k]
+}
+
+// NewRowSet lists rows (ascending, distinct) of a.
+func NewRowSet(a *Adj, rows []int32) *RowSet {
+	w := make([]int64, len(rows)+1)
+	for k, i := range rows {
+		if int(i) < 0 || int(i) >= a.Rows || (k > 0 && i <= rows[k-1]) {
+			panic(fmt.Sprintf("kernels: NewRowSet: row %d at %d, expected ascending rows in [0, %d)", i, k, a.Rows))
+		}
+		w[k+1] = w[k] + a.Ptr[i+1] - a.Ptr[i]
+	}
+	return &RowSet{Rows: rows, weight: w}
+}
+
+// SpMMRows computes rows s of y = A x (y += A x when accumulate), leaving
+// the other rows of y alone; every row it writes has the bits SpMM gives
+// it. Two calls over complementary sets equal one SpMM: the overlap of
+// aggregation with the halo exchange runs them on different goroutines.
+func (p *CPU) SpMMRows(a *Adj, s *RowSet, x, y *Mat, accumulate bool) {
+	checkMat("SpMMRows x", x)
+	checkMat("SpMMRows y", y)
+	if a.Cols != x.Rows || a.Rows != y.Rows || x.Cols != y.Cols || len(a.Ptr) != a.Rows+1 {
+		panic(fmt.Sprintf("kernels: SpMMRows: A %dx%d (%d ptrs), x %dx%d, y %dx%d",
+			a.Rows, a.Cols, len(a.Ptr), x.Rows, x.Cols, y.Rows, y.Cols))
+	}
+	if len(s.Rows) == 0 {
+		return
+	}
+	t := &p.spmmRows
+	nc := p.chunks((int(s.weight[len(s.Rows)]) + len(s.Rows)) * max(x.Cols, 1))
+	t.bounds = splitByWeight(t.bounds, s.weight, nc)
+	t.a, t.x, t.y, t.acc, t.rows = a, x, y, accumulate, s.Rows
+	p.run(t, nc)
+	t.a, t.x, t.y, t.rows = nil, nil, nil, nil
 }
 
 // splitByWeight cuts rows into nc chunks of near-equal nnz+rows, reusing
@@ -66,8 +109,11 @@ func splitByWeight(buf []int, ptr []int64, nc int) []int {
 const spmmPrefetch = 8
 
 func (t *spmmTask) do(c int) {
-	a, f := t.a, t.x.Cols
-	xd, yd := t.x.Data, t.y.Data
+	if t.rows != nil {
+		t.doRows(c)
+		return
+	}
+	a := t.a
 	lo, hi := t.bounds[c], t.bounds[c+1]
 	base, end := a.Ptr[lo], a.Ptr[hi]
 	cols := a.Col[base:end]
@@ -75,28 +121,55 @@ func (t *spmmTask) do(c int) {
 	if a.Val != nil {
 		vals = a.Val[base:end]
 	}
-	// gatherAxpy does not check indices, so do it here.
+	t.checkCols(cols)
+	n := int64(len(cols))
+	for i := lo; i < hi; i++ {
+		k0, k1 := a.Ptr[i]-base, a.Ptr[i+1]-base
+		t.row(i, cols, vals, k0, k1, cols[min(k0+spmmPrefetch, n):min(k1+spmmPrefetch, n)])
+	}
+}
+
+// doRows is do over the listed rows: a row's entries are not followed by
+// the next listed row's, so the prefetch stays within the row.
+func (t *spmmTask) doRows(c int) {
+	a := t.a
+	for _, i := range t.rows[t.bounds[c]:t.bounds[c+1]] {
+		k0, k1 := a.Ptr[i], a.Ptr[i+1]
+		cols := a.Col[k0:k1]
+		t.checkCols(cols)
+		var vals []float32
+		if a.Val != nil {
+			vals = a.Val[k0:k1]
+		}
+		t.row(int(i), cols, vals, 0, k1-k0, cols[min(spmmPrefetch, k1-k0):])
+	}
+}
+
+// checkCols panics on a column outside x (gatherAxpy does not check).
+func (t *spmmTask) checkCols(cols []int32) {
 	for _, j := range cols {
 		if uint32(j) >= uint32(t.x.Rows) {
 			panic(fmt.Sprintf("kernels: SpMM: column %d out of range [0, %d)", j, t.x.Rows))
 		}
 	}
-	n := int64(len(cols))
-	for i := lo; i < hi; i++ {
-		yi := yd[i*f : i*f+f]
-		if !t.acc {
-			clear(yi)
-		}
-		k0, k1 := a.Ptr[i]-base, a.Ptr[i+1]-base
-		if k0 == k1 || f == 0 {
-			continue
-		}
-		var v []float32
-		if vals != nil {
-			v = vals[k0:k1]
-		}
-		gatherAxpy(yi, xd, f, cols[k0:k1], v, cols[min(k0+spmmPrefetch, n):min(k1+spmmPrefetch, n)])
+}
+
+// row computes output row i from its entries cols[k0:k1] (weights vals,
+// nil for ones).
+func (t *spmmTask) row(i int, cols []int32, vals []float32, k0, k1 int64, prefetch []int32) {
+	f := t.x.Cols
+	yi := t.y.Data[i*f : i*f+f]
+	if !t.acc {
+		clear(yi)
 	}
+	if k0 == k1 || f == 0 {
+		return
+	}
+	var v []float32
+	if vals != nil {
+		v = vals[k0:k1]
+	}
+	gatherAxpy(yi, t.x.Data, f, cols[k0:k1], v, prefetch)
 }
 
 // gatherAxpyGo is the portable gatherAxpy (without prefetching).

@@ -5,31 +5,45 @@
 # nodes behind one link, with a deep queue). Shared memory is off (btl tcp,self), so every
 # halo byte crosses the limited link. Needs root (ip netns, tc).
 #
-#   scripts/slownet.sh [RATE...]       (default: 1gbit 10gbit)
+#   [DATASET=csbm100k|amazon_photo] [SEEDS="0 1 2"] scripts/slownet.sh [RATE...]
+#                                       (default: 1gbit 10gbit)
 #
-# Per rate it runs full communication (with and without --overlap), fixed
-# 8-bit quantization (r = 4), VARCO and the adaptive schedule on the
-# generated 100k-node graph of the experiment grid, and prints
-# `gnn-spmd compare` (which includes the training time until each method
-# reaches full communication's accuracy minus half a point). Metrics go to
-# OUT/<rate>/ (default results-slownet, apart from the experiment grid's
-# directory, whose layout `gnn-spmd report` checks); finished runs are
-# skipped.
+# Per rate and seed it runs full communication (with and without
+# --overlap), fixed 8-bit quantization (r = 4), VARCO and the adaptive
+# schedule on DATASET with a random partition (the generated 100k-node
+# graph or Amazon Photo, with the experiment grid's settings; a seed picks
+# Amazon Photo's split as in the grid), and prints `gnn-spmd compare`
+# (which includes the training time until each method reaches full
+# communication's mean accuracy minus half a point). Metrics go to
+# OUT/<dataset>/<rate>/<method>-s<seed>.jsonl (default OUT=results-slownet,
+# apart from the experiment grid's directory, whose layout `gnn-spmd
+# report` checks); finished runs are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/gnn-spmd}
 RESULTS=${RESULTS:-results}
+DATA=${DATA:-../shared/data}
 OUT=${OUT:-results-slownet}
+DATASET=${DATASET:-csbm100k}
+SEEDS=${SEEDS:-0}
 Q=${Q:-4}
 EPOCHS=${EPOCHS:-80}
-HIDDEN=${HIDDEN:-32}
 rates=("$@")
 [ ${#rates[@]} -gt 0 ] || rates=(1gbit 10gbit)
 [ -x "$BIN" ] || { echo "slownet: $BIN missing (run make build)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "slownet: needs root for ip netns and tc" >&2; exit 2; }
-data=$RESULTS/data/csbm100k.h5
-mkdir -p "$RESULTS/data"
-[ -f "$data" ] || "$BIN" gen --out "$data" --nodes 100000 --classes 5 --degree 8 --homophily 0.8 --features 16 --snr 0.4 --seed 7
+# dataset_args seed: the experiment grid's settings (scripts/experiments.sh).
+case $DATASET in
+  csbm100k)
+    mkdir -p "$RESULTS/data"
+    [ -f "$RESULTS/data/csbm100k.h5" ] || "$BIN" gen --out "$RESULTS/data/csbm100k.h5" --nodes 100000 --classes 5 \
+      --degree 8 --homophily 0.8 --features 16 --snr 0.4 --seed 7
+    dataset_args() { echo "--data $RESULTS/data/csbm100k.h5 --split random --hidden 32"; } ;;
+  amazon_photo)
+    [ -d "$DATA/amazon_photo" ] || { echo "slownet: $DATA/amazon_photo missing (the shared datasets)" >&2; exit 2; }
+    dataset_args() { echo "--data $DATA/amazon_photo --split random_60_20_seed$1 --normalize-features --hidden 64"; } ;;
+  *) echo "slownet: DATASET=$DATASET, expected csbm100k or amazon_photo" >&2; exit 2 ;;
+esac
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
@@ -52,7 +66,7 @@ method_args() {
 }
 
 for rate in "${rates[@]}"; do
-  dir=$OUT/$rate
+  dir=$OUT/$DATASET/$rate
   mkdir -p "$dir"
   ip netns add "$ns"
   ip netns exec "$ns" ip link set lo up
@@ -60,21 +74,26 @@ for rate in "${rates[@]}"; do
   # ranks' bursts and TCP's retransmission timeouts, not the rate, then
   # set the pace (measured: 11,520 drops and byte-independent times).
   ip netns exec "$ns" tc qdisc add dev lo root tbf rate "$rate" burst 1mb limit 256mb
-  for m in "${methods[@]}"; do
-    out=$dir/$m.jsonl
-    if [ -f "$out" ] && grep -q '"summary":true' "$out"; then continue; fi
-    # shellcheck disable=SC2046 # the argument string is meant to split
-    ip netns exec "$ns" mpirun -np "$Q" --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-      "$BIN" train --data "$data" --split random --partition random --epochs "$EPOCHS" --hidden "$HIDDEN" \
-      --threads 1 --seed 0 $(method_args "$m") --quiet --metrics "$out.tmp" >"$dir/$m.log" 2>&1 \
-      || { echo "slownet: FAILED $out (see $dir/$m.log)" >&2; continue; }
-    mv "$out.tmp" "$out"
-    echo "$(date +%T) $rate $m: $(tail -n1 "$dir/$m.log" | cut -c1-110)"
+  for seed in $SEEDS; do
+    for m in "${methods[@]}"; do
+      out=$dir/$m-s$seed.jsonl
+      if [ -f "$out" ] && grep -q '"summary":true' "$out"; then continue; fi
+      # shellcheck disable=SC2046 # the argument strings are meant to split
+      ip netns exec "$ns" mpirun -np "$Q" --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+        "$BIN" train $(dataset_args "$seed") --partition random --epochs "$EPOCHS" \
+        --threads 1 --seed "$seed" $(method_args "$m") --quiet --metrics "$out.tmp" >"${out%.jsonl}.log" 2>&1 \
+        || { echo "slownet: FAILED $out (see ${out%.jsonl}.log)" >&2; continue; }
+      mv "$out.tmp" "$out"
+      echo "$(date +%T) $DATASET $rate $m seed $seed: $(tail -n1 "${out%.jsonl}.log" | cut -c1-100)"
+    done
   done
   ip netns exec "$ns" tc -s qdisc show dev lo | sed -n 's/^ *Sent/qdisc: sent/p' | tee "$dir/qdisc.txt"
   cleanup
-  echo "== $rate (tc tbf on loopback, $Q ranks, Open MPI TCP)"
+  echo "== $DATASET, $rate (tc tbf on loopback, $Q ranks, Open MPI TCP)"
   args=()
-  for m in "${methods[@]}"; do [ -f "$dir/$m.jsonl" ] && args+=("$m=$dir/$m.jsonl"); done
+  for m in "${methods[@]}"; do
+    runs=$(ls "$dir/$m"-s*.jsonl 2>/dev/null | paste -sd, -) || true
+    [ -n "$runs" ] && args+=("$m=$runs")
+  done
   "$BIN" compare "${args[@]}" | tee "$dir/compare.txt"
 done

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"time"
@@ -455,6 +456,10 @@ func (f *trainFlags) setupMPIRank(c comm.Comm, info *jobInfo) (*rankJob, *checkp
 		job.close()
 		return nil, nil, err
 	}
+	// Loading left garbage (read buffers, the dataset when partitioning on
+	// the fly) that the epochs, which allocate nothing, would never make the
+	// collector return: hand it back now, as ranks share the node's memory.
+	debug.FreeOSMemory()
 	return job, ck, nil
 }
 

@@ -36,6 +36,7 @@ type Exchange struct {
 	seconds       float64
 	codecTime     float64
 	errSq, normSq []float64
+	pendingCols   int // width of the gradients BackwardSend received
 }
 
 // NewExchange prepares the exchange of one rank (see comm.NewExchange for
@@ -226,15 +227,17 @@ func (x *Exchange) Forward(layer int, h *kernels.Mat) error {
 	return x.sync(start, &x.codecTime)
 }
 
-// Backward returns dh's halo rows to their owners, who add them into the
-// rows they came from, peer by peer in rank order.
-func (x *Exchange) Backward(layer int, dh *kernels.Mat) error {
+// BackwardSend returns the halo-row gradients dh (NumHalo rows) to their
+// owners and receives, into the stage, the gradients peers return for this
+// rank's rows; BackwardAdd scatter-adds them into the owned rows. The
+// caller may compute the owned rows in between.
+func (x *Exchange) BackwardSend(layer int, dh *kernels.Mat) error {
 	f := dh.Cols
-	if dh.Rows != x.owned+x.haloRows() {
-		return fmt.Errorf("halo backward: matrix has %d rows, expected %d owned + %d halo", dh.Rows, x.owned, x.haloRows())
+	if dh.Rows != x.haloRows() {
+		return fmt.Errorf("halo backward: matrix has %d rows, expected %d halo rows", dh.Rows, x.haloRows())
 	}
 	me, c := x.tr.Rank(), x.bwd[layer]
-	halo := func(p int) *kernels.Mat { return dh.View(x.owned+x.recvStart[p], x.owned+x.recvStart[p+1]) }
+	halo := func(p int) *kernels.Mat { return dh.View(x.recvStart[p], x.recvStart[p+1]) }
 	stage := x.stageRows(x.sendStart[len(x.send)], f)
 	if c == nil { // raw rows go from dh and land in the stage
 		for p := range x.send {
@@ -253,19 +256,28 @@ func (x *Exchange) Backward(layer int, dh *kernels.Mat) error {
 		}
 	}
 	x.count(x.traffic.Bwd[layer])
-	if err := x.transport("backward", layer); err != nil {
-		return err
+	x.pendingCols = f
+	return x.transport("backward", layer)
+}
+
+// BackwardAdd adds the gradients BackwardSend received into own (the
+// owned rows), peer by peer in rank order.
+func (x *Exchange) BackwardAdd(layer int, own *kernels.Mat) error {
+	f := own.Cols
+	if own.Rows != x.owned || f != x.pendingCols {
+		return fmt.Errorf("halo backward: owned rows %dx%d, expected %dx%d", own.Rows, f, x.owned, x.pendingCols)
 	}
+	c := x.bwd[layer]
+	stage := x.stageRows(x.sendStart[len(x.send)], f)
 	start := time.Now()
 	for p, rows := range x.send {
 		buf := stage.View(x.sendStart[p], x.sendStart[p+1])
 		if c != nil {
 			x.decode(c, x.recvB[p], buf)
 		}
-		x.dev.ScatterAddRows(rows, buf, dh)
+		x.dev.ScatterAddRows(rows, buf, own)
 	}
 	return x.sync(start, &x.codecTime) // the scatter-add counts as decoding
-
 }
 
 // rowPtr is the device address of row r of m.
