@@ -58,6 +58,5 @@ func need(name string, s []float32, rows, cols, ld int) {
 // SetThreads sets the number of threads OpenBLAS uses (process-wide).
 func SetThreads(n int) { C.openblas_set_num_threads(C.int(n)) }
 
-
 // CoreName returns the CPU kernel set OpenBLAS selected (e.g. "Haswell").
 func CoreName() string { return C.GoString(C.openblas_get_corename()) }
