@@ -5,7 +5,8 @@
 # nodes behind one link, with a deep queue). Shared memory is off (btl tcp,self), so every
 # halo byte crosses the limited link. Needs root (ip netns, tc).
 #
-#   [DATASET=csbm100k|amazon_photo] [SEEDS="0 1 2"] scripts/slownet.sh [RATE...]
+#   [DATASET=csbm100k|amazon_photo|local200k] [SEEDS="0 1 2"] [PARTITION=metis] [Q=2]
+#   [METHODS="full full-nooverlap"] [EPOCHS=N] scripts/slownet.sh [RATE...]
 #                                       (default: 1gbit 10gbit)
 #
 # Per rate and seed it runs full communication (with and without
@@ -17,7 +18,12 @@
 # communication's mean accuracy minus half a point). Metrics go to
 # OUT/<dataset>/<rate>/<method>-s<seed>.jsonl (default OUT=results-slownet,
 # apart from the experiment grid's directory, whose layout `gnn-spmd
-# report` checks); finished runs are skipped.
+# report` checks); finished runs are skipped. A run with another PARTITION
+# or Q goes to OUT/<dataset>-<partition>-q<Q>/.
+#
+# local200k is a generated graph with communities (--locality 0.95), where a
+# METIS partition leaves most rows interior: the setting in which the
+# overlap of aggregation with the exchanges (--overlap) has rows to hide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/gnn-spmd}
@@ -26,6 +32,7 @@ DATA=${DATA:-../shared/data}
 OUT=${OUT:-results-slownet}
 DATASET=${DATASET:-csbm100k}
 SEEDS=${SEEDS:-0}
+PARTITION=${PARTITION:-random}
 Q=${Q:-4}
 EPOCHS=${EPOCHS:-80}
 rates=("$@")
@@ -42,7 +49,12 @@ case $DATASET in
   amazon_photo)
     [ -d "$DATA/amazon_photo" ] || { echo "slownet: $DATA/amazon_photo missing (the shared datasets)" >&2; exit 2; }
     dataset_args() { echo "--data $DATA/amazon_photo --split random_60_20_seed$1 --normalize-features --hidden 64"; } ;;
-  *) echo "slownet: DATASET=$DATASET, expected csbm100k or amazon_photo" >&2; exit 2 ;;
+  local200k)
+    mkdir -p "$RESULTS/data"
+    [ -f "$RESULTS/data/local200k.h5" ] || "$BIN" gen --out "$RESULTS/data/local200k.h5" --nodes 200000 --classes 10 \
+      --degree 20 --homophily 0.8 --features 64 --snr 1 --communities 64 --locality 0.95 --seed 7
+    dataset_args() { echo "--data $RESULTS/data/local200k.h5 --split random --hidden 256"; } ;;
+  *) echo "slownet: DATASET=$DATASET, expected csbm100k, amazon_photo or local200k" >&2; exit 2 ;;
 esac
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -51,7 +63,9 @@ ns=gnnslow$$
 cleanup() { ip netns del "$ns" 2>/dev/null || true; }
 trap cleanup EXIT
 
-methods=(full full-nooverlap fixed4-quant varco-quant adaptive-quant)
+read -r -a methods <<<"${METHODS:-full full-nooverlap fixed4-quant varco-quant adaptive-quant}"
+tag=$DATASET
+[ "$PARTITION" = random ] && [ "$Q" = 4 ] || tag=$DATASET-$PARTITION-q$Q
 method_args() {
   case $1 in
     full) echo "" ;;
@@ -66,7 +80,7 @@ method_args() {
 }
 
 for rate in "${rates[@]}"; do
-  dir=$OUT/$DATASET/$rate
+  dir=$OUT/$tag/$rate
   mkdir -p "$dir"
   ip netns add "$ns"
   ip netns exec "$ns" ip link set lo up
@@ -80,16 +94,16 @@ for rate in "${rates[@]}"; do
       if [ -f "$out" ] && grep -q '"summary":true' "$out"; then continue; fi
       # shellcheck disable=SC2046 # the argument strings are meant to split
       ip netns exec "$ns" mpirun -np "$Q" --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-        "$BIN" train $(dataset_args "$seed") --partition random --epochs "$EPOCHS" \
+        "$BIN" train $(dataset_args "$seed") --partition "$PARTITION" --epochs "$EPOCHS" \
         --threads 1 --seed "$seed" $(method_args "$m") --quiet --metrics "$out.tmp" >"${out%.jsonl}.log" 2>&1 \
         || { echo "slownet: FAILED $out (see ${out%.jsonl}.log)" >&2; continue; }
       mv "$out.tmp" "$out"
-      echo "$(date +%T) $DATASET $rate $m seed $seed: $(tail -n1 "${out%.jsonl}.log" | cut -c1-100)"
+      echo "$(date +%T) $tag $rate $m seed $seed: $(tail -n1 "${out%.jsonl}.log" | cut -c1-100)"
     done
   done
   ip netns exec "$ns" tc -s qdisc show dev lo | sed -n 's/^ *Sent/qdisc: sent/p' | tee "$dir/qdisc.txt"
   cleanup
-  echo "== $DATASET, $rate (tc tbf on loopback, $Q ranks, Open MPI TCP)"
+  echo "== $tag, $rate (tc tbf on loopback, $Q ranks, Open MPI TCP)"
   args=()
   for m in "${methods[@]}"; do
     runs=$(ls "$dir/$m"-s*.jsonl 2>/dev/null | paste -sd, -) || true

@@ -193,6 +193,7 @@ func mpiTimeout(c comm.Comm, stderr io.Writer) func(error) {
 var (
 	opAgree    = comm.Op{Name: "setup check all-reduce"}
 	opHaloRows = comm.Op{Name: "setup all-reduce"}
+	opMemory   = comm.Op{Name: "peak memory all-reduce"}
 	opBarrier  = comm.Op{Name: "barrier"}
 )
 

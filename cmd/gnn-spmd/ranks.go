@@ -260,7 +260,7 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return rep.summary(sum)
+		return rep.summary(sum, nil)
 	}
 	// Every rank builds its job and trains on its own goroutine; the first
 	// rank to fail (or panic) fails the group, so that its peers return from
@@ -310,7 +310,7 @@ func trainLocal(f *trainFlags, stdout io.Writer) error {
 	if stopped != nil {
 		return f.interrupted(0, stopped)
 	}
-	return rep.summary(sum)
+	return rep.summary(sum, nil)
 }
 
 // trainMPI runs this process as one rank of an mpirun job. Setup errors are
@@ -404,8 +404,15 @@ func trainMPI(f *trainFlags, stdout, stderr io.Writer) error {
 		c.Abort(exitFailure)
 		return &silentExit{code: exitFailure}
 	}
+	// Every rank's peak memory, for the summary: ranks share a node's.
+	rss := make([]float64, c.Size())
+	rss[rank] = float64(maxRSSMiB())
+	comm.Label(c, &opMemory)
+	if err := c.AllReduceFloat64(rss); err != nil {
+		return err
+	}
 	if rank == 0 {
-		return rep.summary(sum)
+		return rep.summary(sum, rss)
 	}
 	return nil
 }

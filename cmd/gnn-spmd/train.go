@@ -339,14 +339,29 @@ func newMetricsRow(s gnn.EpochStats, bytesCum int64) metricsRow {
 		s.Rates, s.Bits, s.CompError, s.GradNorm, auc(s.HasAUC, s.ValAUC), auc(s.HasAUC, s.TestAUC)}
 }
 
-func (r *reporter) summary(s gnn.Summary) error {
+// summary prints and writes the run's summary. rankRSS holds every MPI
+// rank's peak memory in MiB (nil in one process, whose own peak is used).
+func (r *reporter) summary(s gnn.Summary, rankRSS []float64) error {
 	r.endBar()
+	if rankRSS == nil {
+		rankRSS = []float64{float64(maxRSSMiB())}
+	}
+	perRank := make([]int64, len(rankRSS))
+	var peak, total int64
+	for i, v := range rankRSS {
+		perRank[i] = int64(v)
+		peak, total = max(peak, perRank[i]), total+perRank[i]
+	}
+	memText := fmt.Sprintf("peak memory %d MiB", peak)
+	if len(perRank) > 1 {
+		memText = fmt.Sprintf("peak memory per rank %d MiB at most, %d MiB over %d ranks", peak, total, len(perRank))
+	}
 	aucText := ""
 	if s.BestValAUC >= 0 {
 		aucText = fmt.Sprintf(", test AUC at best val AUC %.4f", s.TestAtBestValAUC)
 	}
-	fmt.Fprintf(r.out, "done: best val %.4f at epoch %d, test at best val %.4f, final test %.4f%s, %d epochs in %.2fs, halo traffic %s, peak memory %d MiB\n",
-		s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, aucText, s.Epochs, s.Seconds, humanBytes(s.BytesTotal), maxRSSMiB())
+	fmt.Fprintf(r.out, "done: best val %.4f at epoch %d, test at best val %.4f, final test %.4f%s, %d epochs in %.2fs, halo traffic %s, %s\n",
+		s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, aucText, s.Epochs, s.Seconds, humanBytes(s.BytesTotal), memText)
 	return r.write(struct {
 		Summary       bool     `json:"summary"`
 		BestValAcc    float64  `json:"best_val_acc"`
@@ -358,9 +373,10 @@ func (r *reporter) summary(s gnn.Summary) error {
 		BytesTotal    int64    `json:"bytes_total"`
 		Ranks         int      `json:"ranks"`
 		MaxRSSMiB     int64    `json:"max_rss_mb"`
+		RankRSSMiB    []int64  `json:"rank_rss_mb"`
 		BestValAUC    *float64 `json:"best_val_auc,omitempty"`
 		TestAtBestAUC *float64 `json:"test_at_best_val_auc,omitempty"`
-	}{true, s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, s.Epochs, s.Seconds, s.BytesTotal, r.ranks, maxRSSMiB(),
+	}{true, s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, s.Epochs, s.Seconds, s.BytesTotal, r.ranks, peak, perRank,
 		auc(s.BestValAUC >= 0, s.BestValAUC), auc(s.BestValAUC >= 0, s.TestAtBestValAUC)})
 }
 
