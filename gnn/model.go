@@ -302,19 +302,22 @@ func (m *Model) Forward(halo Halo, train bool, epoch int) (*kernels.Mat, error) 
 			d.Copy(xOwn, src)
 		}
 		// 2. Halo rows from their owners, aggregation and the dense part.
+		// The self term needs no halo row, so it comes first: it runs while
+		// the exchange is in flight.
+		var self func()
+		if ly.isSAGE {
+			self = func() { d.Gemm(false, false, 1, xOwn, ly.ws, 0, ly.y) }
+		}
 		if ly.projectFirst {
 			d.Gemm(false, false, 1, xOwn, ly.wn, 0, ly.p.View(0, own))
-			if err := m.aggregate(halo, l, ly.p, ly.y); err != nil {
+			if err := m.aggregate(halo, l, ly.p, ly.y, self); err != nil {
 				return nil, err
 			}
 		} else {
-			if err := m.aggregate(halo, l, ly.x, ly.z); err != nil {
+			if err := m.aggregate(halo, l, ly.x, ly.z, self); err != nil {
 				return nil, err
 			}
-			d.Gemm(false, false, 1, ly.z, ly.wn, 0, ly.y)
-		}
-		if ly.isSAGE {
-			d.Gemm(false, false, 1, xOwn, ly.ws, 1, ly.y)
+			d.Gemm(false, false, 1, ly.z, ly.wn, b2f(ly.isSAGE), ly.y)
 		}
 		d.AddBias(ly.y, ly.bias.w)
 		if !ly.last {
@@ -324,25 +327,40 @@ func (m *Model) Forward(halo Halo, train bool, epoch int) (*kernels.Mat, error) 
 	return m.layers[len(m.layers)-1].y, nil
 }
 
-// aggregate computes y = A x after filling x's halo rows, overlapping the
-// two when it can.
-func (m *Model) aggregate(halo Halo, l int, x, y *kernels.Mat) error {
+// aggregate fills x's halo rows and computes A x, into y when the layer
+// projects first (adding to the self term there), else into z (y is the
+// layer output). self, if set, writes the self term into the layer output
+// first; with overlap it and the interior rows run while the exchange is in
+// flight.
+func (m *Model) aggregate(halo Halo, l int, x, y *kernels.Mat, self func()) error {
 	loc := m.local
+	acc := self != nil && m.layers[l].projectFirst
 	dev, rows := m.dev.(rowSpMM)
 	if _, alone := halo.(Alone); m.Overlap && !alone && loc.NumHalo > 0 && rows {
 		if m.split == nil {
 			m.split = splitAdj(loc.Adj, loc.NumOwned)
 		}
-		if err := m.overlapped(dev, halo, l, x, y); err != nil {
+		if err := m.overlapped(dev, halo, l, x, y, acc, self); err != nil {
 			return fmt.Errorf("layer %d forward halo exchange: %w", l, err)
 		}
 		return nil
 	}
+	if self != nil {
+		self()
+	}
 	if err := halo.Forward(l, x); err != nil {
 		return fmt.Errorf("layer %d forward halo exchange: %w", l, err)
 	}
-	m.dev.SpMM(loc.Adj, x, y, false)
+	m.dev.SpMM(loc.Adj, x, y, acc)
 	return nil
+}
+
+// b2f is 1 for true: a Gemm's beta when it adds to its output.
+func b2f(b bool) float32 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Backward computes all parameter gradients (overwriting G) from the
@@ -367,13 +385,17 @@ func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
 		}
 		d.BiasGrad(dOut, ly.bias.g, false)
 		xOwn := ly.x.View(0, own)
+		// The self weight's gradient reads no halo row: with overlap it is
+		// computed while the gradient's halo rows travel.
+		var selfGrad func()
 		if ly.isSAGE {
-			d.Gemm(true, false, 1, xOwn, dOut, 0, ly.gs)
+			g := dOut
+			selfGrad = func() { d.Gemm(true, false, 1, xOwn, g, 0, ly.gs) }
 		}
 		if ly.projectFirst {
 			// d(x Wn) = A^T dOut, into p.
 			dPOwn := ly.p.View(0, own)
-			if err := m.backAggregate(halo, l, overlap, dOut, dPOwn, ly.p.View(own, rows), nil); err != nil {
+			if err := m.backAggregate(halo, l, overlap, dOut, dPOwn, ly.p.View(own, rows), selfGrad, nil); err != nil {
 				return err
 			}
 			d.Gemm(true, false, 1, xOwn, dPOwn, 0, ly.gn)
@@ -390,6 +412,9 @@ func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
 		} else {
 			d.Gemm(true, false, 1, ly.z, dOut, 0, ly.gn)
 			if l == 0 {
+				if selfGrad != nil {
+					selfGrad()
+				}
 				break
 			}
 			// d(A x) = dOut Wn^T, into z.
@@ -404,7 +429,7 @@ func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
 			}
 			// The input's halo rows were read by the forward aggregation
 			// only: they take d(input)'s halo rows.
-			if err := m.backAggregate(halo, l, overlap, dZ, dX, ly.x.View(own, rows), selfTerm); err != nil {
+			if err := m.backAggregate(halo, l, overlap, dZ, dX, ly.x.View(own, rows), selfGrad, selfTerm); err != nil {
 				return err
 			}
 			dOut = dX

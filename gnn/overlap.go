@@ -13,8 +13,11 @@ import (
 // the boundary rows wait for it.
 //
 // Backward: the gradient's halo rows (A^T's rows past the owned ones) are
-// computed first and sent; the owned rows are computed while they travel,
-// and what peers return is added after.
+// computed first and sent; the owned rows and the self weight's gradient
+// are computed while they travel, and what peers return is added after.
+//
+// The self term of GraphSAGE (x Ws forward) reads no halo row either, so
+// the forward pass computes it first, during the exchange.
 //
 // Every row is computed by the same kernel in the same order as without
 // overlap, so the result is bit-identical.
@@ -48,12 +51,15 @@ func splitAdj(a *kernels.Adj, owned int) *split {
 
 // overlapped fills x's halo rows through halo.Forward on the calling
 // goroutine (MPI wants its calls on the main thread) while another
-// goroutine aggregates the interior rows into y; then it aggregates the
-// boundary rows.
-func (m *Model) overlapped(dev rowSpMM, halo Halo, layer int, x, y *kernels.Mat) error {
+// goroutine runs self (if set) and aggregates the interior rows into y;
+// then it aggregates the boundary rows.
+func (m *Model) overlapped(dev rowSpMM, halo Halo, layer int, x, y *kernels.Mat, acc bool, self func()) error {
 	done := make(chan struct{})
 	go func() {
-		dev.SpMMRows(m.local.Adj, m.split.interior, x, y, false)
+		if self != nil {
+			self()
+		}
+		dev.SpMMRows(m.local.Adj, m.split.interior, x, y, acc)
 		close(done)
 	}()
 	err := halo.Forward(layer, x)
@@ -61,20 +67,24 @@ func (m *Model) overlapped(dev rowSpMM, halo Halo, layer int, x, y *kernels.Mat)
 	if err != nil {
 		return err
 	}
-	dev.SpMMRows(m.local.Adj, m.split.boundary, x, y, false)
+	dev.SpMMRows(m.local.Adj, m.split.boundary, x, y, acc)
 	return nil
 }
 
 // backAggregate computes g = A^T dz into its owned rows gOwn and halo rows
 // gHalo, returns the halo rows to their owners and adds what the peers
 // return into the owned rows. ownTerms, when set, first writes the owned
-// rows' other terms, which the aggregation then adds to. With overlap the
-// owned rows are computed while the exchange is in flight (host devices
-// only: a GPU device belongs to one goroutine).
-func (m *Model) backAggregate(halo Halo, l int, overlap bool, dz, gOwn, gHalo *kernels.Mat, ownTerms func()) error {
+// rows' other terms, which the aggregation then adds to; alongside, when
+// set, is other work that reads no halo row. With overlap the owned rows
+// and alongside run while the exchange is in flight (host devices only: a
+// GPU device belongs to one goroutine).
+func (m *Model) backAggregate(halo Halo, l int, overlap bool, dz, gOwn, gHalo *kernels.Mat, alongside, ownTerms func()) error {
 	d := m.dev
 	d.SpMM(m.atHalo, dz, gHalo, false)
 	ownRows := func() {
+		if alongside != nil {
+			alongside()
+		}
 		if ownTerms != nil {
 			ownTerms()
 		}
