@@ -67,7 +67,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.normalize, "normalize-features", false, "scale every feature row to unit L1 norm (Kipf & Welling's preprocessing)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads for kernels, shared by the ranks of this process (0 = all)")
 	fs.StringVar(&f.device, "device", defaultDevice, "where the kernels run: cpu, or cuda (the GPU build; each MPI rank binds the GPU of its node-local rank)")
-	fs.BoolVar(&f.overlap, "overlap", true, "aggregate the rows that need no halo row while the forward halo exchange is in flight (CPU device; bit-identical either way)")
+	fs.BoolVar(&f.overlap, "overlap", true, "compute what needs no halo row (interior rows, self terms, owned gradient rows) while the halo exchanges are in flight (CPU device; bit-identical either way)")
 	fs.IntVar(&f.ranks, "ranks", 1, "run Q ranks as goroutines in this process (without mpirun)")
 	fs.StringVar(&f.partition, "partition", "random", "partition on the fly: random or metis (ignored with --parts)")
 	fs.Uint64Var(&f.partitionSeed, "partition-seed", 0, "seed of the on-the-fly partitioner")
