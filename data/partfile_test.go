@@ -118,6 +118,10 @@ func checkRoundTrip(t *testing.T, ds *Dataset, split string, q int, method strin
 		if err := sameShard(s, shards[p]); err != nil {
 			t.Fatalf("part %d: %v", p, err)
 		}
+		// Room for the halo rows after the features (gnn.NewModel uses it).
+		if want := s.NumCols() * s.NumFeatures; len(s.Features) > 0 && cap(s.Features) != want {
+			t.Fatalf("part %d: features capacity %d, expected %d (owned + halo rows)", p, cap(s.Features), want)
+		}
 		if m.NumParts != q || m.Method != method || m.Seed != seed || m.DatasetName != ds.Name || m.Split != split ||
 			m.Fingerprint != ds.Fingerprint() || !slices.Equal(m.Parts, parts) || m.NumNodes != ds.Graph.N ||
 			m.NumEdges != ds.Graph.NumEdges() || m.NumFeatures != ds.NumFeatures || m.NumClasses != ds.NumClasses {

@@ -2,8 +2,10 @@ package gnn
 
 import (
 	"math"
+	"slices"
 	"testing"
 
+	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
@@ -52,5 +54,43 @@ func TestBackwardScratch(t *testing.T) {
 	lossAt(t, m, true)
 	if m.scratch[0] == nil || m.scratch[0].Len() != loc.NumOwned*8 || m.scratch[1] != nil {
 		t.Errorf("scratch %v, expected one buffer of %d x 8 and no second", m.scratch, loc.NumOwned)
+	}
+}
+
+// TestFirstInputAliasesFeatures: features with room for the halo rows after
+// them (as data.ReadShard reads them) are the first layer's input, not a
+// copy; without room they are copied.
+func TestFirstInputAliasesFeatures(t *testing.T) {
+	ds := randomDataset(t, 40, 6, 4, 3)
+	parts, err := data.Partition(ds, "s", 2, data.MethodRandom, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, room := range []bool{false, true} {
+		sh, err := data.BuildShard(ds, "s", parts, 2, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sh.Halo) == 0 {
+			t.Fatal("part 0 has no halo rows")
+		}
+		if room {
+			sh.Features = append(make([]float32, 0, sh.NumCols()*sh.NumFeatures), sh.Features...)
+		}
+		loc, err := FromShard(sh, "sage")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := NewModel(ModelConfig{Model: "sage", Layers: 2, Hidden: 8, InDim: 6, Classes: 4, Seed: 1}, loc, kernels.NewCPU(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := m.layers[0].x.Data
+		if shared := &x[0] == &sh.Features[0]; shared != room {
+			t.Errorf("room %v: first input shares the features' memory: %v", room, shared)
+		}
+		if !slices.Equal(x[:len(sh.Features)], sh.Features) {
+			t.Errorf("room %v: first input's owned rows differ from the features", room)
+		}
 	}
 }
