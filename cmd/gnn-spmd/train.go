@@ -243,7 +243,7 @@ func newReporter(f *trainFlags, info jobInfo, out io.Writer) *reporter {
 		}
 		fmt.Fprintf(out, "ranks %d, partition %s, %d halo rows per layer in all, %s\n", info.ranks, info.partition, info.haloRows, comm)
 	}
-	dev := fmt.Sprintf("cpu (%d threads per rank), gemm %s", f.threadsPerRank(f.ranks), kernels.GemmInfo())
+	dev := fmt.Sprintf("cpu (threads per rank: %d), gemm %s", f.threadsPerRank(f.ranks), kernels.GemmInfo())
 	if f.device == "cuda" {
 		dev = "cuda (CUDA kernels, cuBLAS; one GPU per rank)"
 	}
