@@ -25,14 +25,7 @@ func mustGenerate(t testing.TB, opt GenOptions) *Dataset {
 // blocks of genBlock nodes, generated with 1 and with 4 workers.
 func TestGenDeterministicAcrossWorkers(t *testing.T) {
 	opt := GenOptions{Nodes: 3*genBlock + 1234, Classes: 7, AvgDegree: 5, Homophily: 0.6, Features: 6, SNR: 1.5, Seed: 42}
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	runtime.GOMAXPROCS(1)
-	one := mustGenerate(t, opt)
-	runtime.GOMAXPROCS(4)
-	four := mustGenerate(t, opt)
-	if err := sameDataset(one, four); err != nil {
-		t.Fatalf("GOMAXPROCS 1 vs 4: %v", err)
-	}
+	one := generateOnWorkers(t, opt)
 	opt.Seed++
 	other := mustGenerate(t, opt)
 	if slices.Equal(one.Labels, other.Labels) || slices.Equal(one.Graph.Indices, other.Graph.Indices) {
@@ -80,14 +73,7 @@ func TestGenEdgesAndHomophily(t *testing.T) {
 func TestGenCommunities(t *testing.T) {
 	opt := GenOptions{Nodes: 2*genBlock + 999, Classes: 5, AvgDegree: 12, Homophily: 0.7,
 		Communities: 16, Locality: 0.9, Seed: 11}
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	runtime.GOMAXPROCS(1)
-	one := mustGenerate(t, opt)
-	runtime.GOMAXPROCS(4)
-	ds := mustGenerate(t, opt)
-	if err := sameDataset(one, ds); err != nil {
-		t.Fatalf("GOMAXPROCS 1 vs 4: %v", err)
-	}
+	ds := generateOnWorkers(t, opt)
 	g, n, k := ds.Graph, int64(opt.Nodes), int64(opt.Communities)
 	inside := 0
 	for i := 0; i < g.N; i++ {
@@ -107,17 +93,13 @@ func TestGenCommunities(t *testing.T) {
 	if math.Abs(h-opt.Homophily) > 0.01 {
 		t.Errorf("homophily %.4f, expected %g within 0.01", h, opt.Homophily)
 	}
-	parts, err := PartitionMETIS(g, 4, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cut := float64(EdgeCut(g, parts)) / float64(g.NumEdges())
+	cut := metisCut(t, g)
 	if bound := (1 - opt.Locality) * 0.75 * 1.2; cut > bound {
 		t.Errorf("METIS cut %.4f of the edges, expected at most %.4f (the global edges' share)", cut, bound)
 	}
 	plain := opt
 	plain.Communities, plain.Locality = 0, 0
-	if pc := float64(EdgeCut(g, mustPartitionMETIS(t, mustGenerate(t, plain).Graph))) / float64(g.NumEdges()); pc < 2*cut {
+	if pc := metisCut(t, mustGenerate(t, plain).Graph); pc < 2*cut {
 		t.Errorf("METIS cut %.4f without communities, %.4f with them: expected communities to halve it at least", pc, cut)
 	}
 }
@@ -131,13 +113,29 @@ func TestGenWithoutCommunitiesUnchanged(t *testing.T) {
 	}
 }
 
-func mustPartitionMETIS(t *testing.T, g *Graph) []int32 {
+// metisCut is the fraction of g's edges that a 4-way METIS partition cuts.
+func metisCut(t *testing.T, g *Graph) float64 {
 	t.Helper()
 	parts, err := PartitionMETIS(g, 4, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return parts
+	return float64(EdgeCut(g, parts)) / float64(g.NumEdges())
+}
+
+// generateOnWorkers generates opt with 1 and with 4 workers, checks that
+// both give the same dataset and returns it.
+func generateOnWorkers(t *testing.T, opt GenOptions) *Dataset {
+	t.Helper()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	runtime.GOMAXPROCS(1)
+	one := mustGenerate(t, opt)
+	runtime.GOMAXPROCS(4)
+	four := mustGenerate(t, opt)
+	if err := sameDataset(one, four); err != nil {
+		t.Fatalf("GOMAXPROCS 1 vs 4: %v", err)
+	}
+	return four
 }
 
 func TestGenSymmetricNoSelfLoops(t *testing.T) {

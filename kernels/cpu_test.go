@@ -439,7 +439,7 @@ func TestMulZero(t *testing.T) {
 			bitsEqual(t, "Mul", y.Data, want.Data)
 			p.Mul(x, m, x)
 			bitsEqual(t, "Mul in place", x.Data, want.Data)
-			p.Zero(x)
+			p.zeroSlice(x.Data)
 			bitsEqual(t, "Zero", x.Data, make([]float32, len(x.Data)))
 		}
 	})
@@ -846,7 +846,7 @@ func TestNoAllocs(t *testing.T) {
 		{"ReLUBackward", func() { p.ReLUBackward(x, y, y) }},
 		{"Dropout", func() { p.Dropout(x, y, m, 0.5, 1, ids) }},
 		{"Mul", func() { p.Mul(x, m, y) }},
-		{"Zero", func() { p.Zero(y) }},
+		{"Zero", func() { p.zeroSlice(y.Data) }},
 		{"SoftmaxCrossEntropy", func() { p.SoftmaxCrossEntropy(logits, labels, rows, 1, d) }},
 		{"CountCorrect", func() { p.CountCorrect(logits, labels, rows) }},
 		{"Adam", func() { step++; p.Adam(w, wa, wb, wv, step, 0.01, 0.9, 0.999, 1e-8, 0.1) }},

@@ -140,9 +140,6 @@ type Device interface {
 	// gradient first (L2 regularisation, as torch.optim.Adam does).
 	// All four have the same number of elements.
 	Adam(p, g, m, v *Mat, step int, lr, beta1, beta2, eps, weightDecay float32)
-
-	// Zero sets every element of m to 0.
-	Zero(m *Mat)
 }
 
 // NewAdj builds the CSR matrix with the given arrays (which it keeps) and

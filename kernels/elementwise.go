@@ -172,9 +172,7 @@ type zeroTask struct {
 	nc int
 }
 
-// Zero sets every element of m to 0.
-func (p *CPU) Zero(m *Mat) { p.zeroSlice(m.Data[:m.Len()]) }
-
+// zeroSlice sets every element of m to 0, in parallel.
 func (p *CPU) zeroSlice(m []float32) {
 	t := &p.zero
 	t.m, t.nc = m, p.chunks(len(m))

@@ -210,7 +210,7 @@ func TestElementwise(t *testing.T) {
 		if got, want := d.SumSquares(gx), cpu.SumSquares(x); math.Abs(got-want) > 1e-9*max(want, 1) {
 			t.Fatalf("SumSquares %v: %v, CPU %v", s, got, want)
 		}
-		d.Zero(gx)
+		d.zero(gx)
 		same(t, "Zero", down(d, gx), make([]float32, x.Len()))
 	}
 }

@@ -53,8 +53,8 @@ func (d *Device) Copy(dst, src *kernels.Mat) {
 	}
 }
 
-// Zero sets m to 0.
-func (d *Device) Zero(m *kernels.Mat) {
+// zero sets m to 0.
+func (d *Device) zero(m *kernels.Mat) {
 	if n := m.Len(); n > 0 {
 		fail("zero", cu.MemsetD32(cu.DevicePtr(mat(m)), 0, int64(n)))
 	}
@@ -159,7 +159,7 @@ func (d *Device) SoftmaxCrossEntropy(logits *kernels.Mat, labels []int32, rows [
 	if len(labels) != logits.Rows {
 		panic(fmt.Sprintf("cuda: SoftmaxCrossEntropy: %d labels for %d rows", len(labels), logits.Rows))
 	}
-	d.Zero(dlogits)
+	d.zero(dlogits)
 	if len(rows) == 0 {
 		return 0
 	}
