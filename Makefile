@@ -17,8 +17,9 @@ BIN := bin/gnn-spmd
 deps:
 	@scripts/deps.sh
 
+# bin/gnn-spmd (training and data), bin/gnn-results (analysis of runs).
 build: deps
-	go build $(GOFLAGS_TAGS) -o $(BIN) ./cmd/gnn-spmd
+	go build $(GOFLAGS_TAGS) -o bin/ ./cmd/gnn-spmd ./cmd/gnn-results
 
 # The CPU-only build (what CI tests).
 cpu: build
@@ -45,7 +46,7 @@ cuda-check: cuda
 	@if go list -deps $(GOFLAGS_TAGS) ./... | grep -E 'gorgonia.org/cu|/cgo/(cublas|nccl|cudaprobe)$$'; then \
 		echo "cuda-check: the CPU build imports the GPU packages above"; exit 1; fi
 	go vet -tags "$(CUDA_TAGS)" ./...
-	go test -tags "$(CUDA_TAGS)" -count=1 ./cgo/cublas ./cgo/nccl ./cgo/cudaprobe ./kernels/cuda ./comm/gpu
+	go test -tags "$(CUDA_TAGS)" -count=1 ./cgo/cublas ./cgo/nccl ./cgo/cudaprobe ./kernels/cuda ./comm/halo/gpu ./gnn/job
 
 # bin/gpu-bundle: the GPU binary, the GPU test binaries and the shared
 # libraries they need (ldd), for a GPU machine without Go, MPI or HDF5;
@@ -72,7 +73,7 @@ test: build vet
 FUZZTIME ?= 15s
 FUZZMINIMIZETIME ?= 0
 FUZZ_TARGETS := data:FuzzLoadOGB data:FuzzOGBNumbers data:FuzzReadH5 data:FuzzReadShard \
-	ckpt:FuzzReadCheckpoint comm:FuzzDecode comm:FuzzCodecRoundTrip
+	gnn/ckpt:FuzzReadCheckpoint comm/codec:FuzzDecode comm/codec:FuzzCodecRoundTrip
 fuzz: deps
 	@failed=""; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*} name=$${t#*:}; \

@@ -2,12 +2,9 @@ package comm
 
 import (
 	"errors"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
 // watchedGroup runs body on q goroutine ranks, each behind a watchdog with
@@ -33,77 +30,6 @@ func watchedGroup(t *testing.T, q int, timeout time.Duration, body func(w *Watch
 func hang(w *Watchdog) {
 	for w.Comm().(*Local).Err() == nil {
 		time.Sleep(time.Millisecond)
-	}
-}
-
-// TestWatchdogHaloStall: one rank of four stops calling; every other rank's
-// halo exchange names the operation and the peers it expects data from,
-// and the group fails within timeout + 1 s.
-func TestWatchdogHaloStall(t *testing.T) {
-	const q, stall, f = 4, 2, 3
-	const timeout = 300 * time.Millisecond
-	// Ring: rank r holds one halo row of rank r-1 and one of rank r+1.
-	send := func(r int) [][]int32 {
-		s := make([][]int32, q)
-		s[(r+1)%q] = []int32{0}
-		s[(r+q-1)%q] = []int32{1}
-		return s
-	}
-	recvStart := func(r int) []int {
-		rs := make([]int, q+1)
-		for p := 0; p < q; p++ {
-			rs[p+1] = rs[p]
-			if p == (r+1)%q || p == (r+q-1)%q {
-				rs[p+1]++
-			}
-		}
-		return rs
-	}
-	start := time.Now()
-	err, failed := watchedGroup(t, q, timeout, func(w *Watchdog) error {
-		r := w.Rank()
-		x, err := NewExchange(w, 2, send(r), recvStart(r), 2)
-		if err != nil {
-			return err
-		}
-		h := kernels.NewMat(4, f)
-		for e := 0; e < 3; e++ {
-			if err := x.Forward(0, h); err != nil {
-				return err
-			}
-			if err := backward(x, 0, h); err != nil {
-				return err
-			}
-		}
-		if r == stall {
-			hang(w)
-			return nil
-		}
-		return x.Forward(1, h)
-	})
-	took := time.Since(start)
-	t.Logf("%v; the group failed %v after the start, RunLocal returned after %v", err, failed, took)
-	var te *TimeoutError
-	if !errors.As(err, &te) {
-		t.Fatalf("RunLocal returned %v, want a *TimeoutError", err)
-	}
-	if te.Op != "halo exchange forward layer 1" {
-		t.Errorf("op %q, want halo exchange forward layer 1", te.Op)
-	}
-	// The ring neighbours of the reporting rank.
-	want := []int{(te.Rank + q - 1) % q, (te.Rank + 1) % q}
-	slices.Sort(want)
-	if !slices.Equal(te.Peers, want) {
-		t.Errorf("rank %d waited for %v, want %v", te.Rank, te.Peers, want)
-	}
-	if te.Elapsed < timeout || failed < timeout {
-		t.Errorf("timed out after %v (group failed at %v), before the %v timeout", te.Elapsed, failed, timeout)
-	}
-	if took > timeout+time.Second {
-		t.Errorf("the group took %v to fail, want < %v", took, timeout+time.Second)
-	}
-	if te.Rank == stall {
-		t.Errorf("the stalled rank %d reported the timeout", stall)
 	}
 }
 
@@ -212,18 +138,6 @@ func TestWatchdogNoAllocs(t *testing.T) {
 	})
 	if allocs > base {
 		t.Errorf("%v allocations per watched round, %v unwatched", allocs, base)
-	}
-	// The halo exchange labels its calls without allocating.
-	ex, err := NewExchange(w, 2, [][]int32{nil}, []int{0, 0}, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := kernels.NewMat(2, 4)
-	if n := testing.AllocsPerRun(100, func() {
-		ex.Forward(1, h)
-		backward(ex, 1, h)
-	}); n != 0 {
-		t.Errorf("%v allocations per watched halo exchange", n)
 	}
 }
 

@@ -247,6 +247,9 @@ func ReadH5(path string) (*Dataset, error) {
 	if st.IsDir() {
 		return nil, inputErrorf(path, 0, "", "is a directory, expected an HDF5 dataset file")
 	}
+	if !st.Mode().IsRegular() {
+		return nil, inputErrorf(path, 0, "", "is not a regular file, expected an HDF5 dataset file")
+	}
 	r := &h5Reader{path: path, size: st.Size()}
 	var ds *Dataset
 	err = withHDF5(func() error {

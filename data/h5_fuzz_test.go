@@ -525,7 +525,7 @@ func checkFuzzedShard(s *Shard, m *PartitionMeta, part int) error {
 		return bad("part %d of %d, meta with %d parts for %d nodes and %d part stats", s.Part, s.NumParts, len(m.Parts), m.NumNodes, len(m.Stats.Parts))
 	case len(s.Indptr) != own+1 || s.Indptr[0] != 0 || s.Indptr[own] != int64(len(s.Indices)):
 		return bad("indptr %v for %d rows and %d indices", s.Indptr, own, len(s.Indices))
-	case len(s.LoopDegree) != cols || len(s.Labels) != own || len(s.Features) != own*s.NumFeatures:
+	case len(s.LoopDegree) != cols || len(s.Labels) != own || len(s.Features) != cols*s.NumFeatures:
 		return bad("%d loop degrees, %d labels, %d features for %d rows, %d columns", len(s.LoopDegree), len(s.Labels), len(s.Features), own, cols)
 	case len(s.RecvStart) != q+1 || s.RecvStart[0] != 0 || s.RecvStart[q] != len(s.Halo) || len(s.Send) != q:
 		return bad("recv start %v, %d send lists for %d halo rows", s.RecvStart, len(s.Send), len(s.Halo))

@@ -251,6 +251,9 @@ func ReadH5Array[T H5Elem](f *H5File, path, desc string, shape ...int64) []T {
 // when it is no HDF5 file or has none: what a tool reads to tell the
 // formats apart.
 func H5FileFormat(path string) string {
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
 	format := ""
 	withHDF5(func() error {
 		if !hdf5.IsHDF5(path) {
@@ -284,6 +287,10 @@ func readH5File(path, format string, version int64, missingHint string, fn func(
 	}
 	if st.IsDir() {
 		return inputErrorf(path, 0, "", "is a directory, expected a %s file", format)
+	}
+	if !st.Mode().IsRegular() {
+		// A FIFO or device would block or never end the read.
+		return inputErrorf(path, 0, "", "is not a regular file, expected a %s file", format)
 	}
 	r := &h5Reader{path: path, size: st.Size()}
 	return withHDF5(func() error {

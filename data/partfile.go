@@ -178,7 +178,7 @@ func partContent(s *Shard, m *PartitionMeta) ([]H5Attr, []H5Array) {
 		vec("/split/train", s.Train), vec("/split/valid", s.Valid), vec("/split/test", s.Test),
 	}
 	if s.NumFeatures > 0 {
-		arrays = append(arrays, H5Array{"/node/features", s.Features, []uint{uint(len(s.Owned)), uint(s.NumFeatures)}})
+		arrays = append(arrays, H5Array{"/node/features", s.Features[:len(s.Owned)*s.NumFeatures], []uint{uint(len(s.Owned)), uint(s.NumFeatures)}})
 	}
 	return attrs, arrays
 }
@@ -407,14 +407,14 @@ func (r *h5Reader) readShard(root *hdf5.Group, m *PartitionMeta, part int) (*Sha
 		return nil, err
 	}
 	if m.NumFeatures > 0 || r.f.LinkExists("/node/features") {
-		// Room for the halo rows after the owned ones: the first layer's
-		// input (owned then halo rows) can then be the features themselves
-		// rather than a copy (gnn.NewModel).
+		// The halo rows follow the owned ones (Shard.Features), read into
+		// one allocation.
 		s.Features, err = readArrayRoom[float32](r, "/node/features", h5Float32, []int64{int64(nOwn), int64(m.NumFeatures)},
 			"[owned, num_features]", nHalo*m.NumFeatures)
 		if err != nil {
 			return nil, err
 		}
+		s.Features = s.Features[:(nOwn+nHalo)*m.NumFeatures]
 		if m.NumFeatures == 0 {
 			s.Features = nil
 		}
@@ -518,8 +518,9 @@ func (r *h5Reader) checkShard(s *Shard, m *PartitionMeta, recvStart, sendPtr []i
 			return r.errorf("/node/labels", "row %d has label %d, expected -1 or a class in [0, %d)", i, y, m.NumClasses)
 		}
 	}
-	parallelRange(len(s.Features), func(lo, hi int) {
-		for k, v := range s.Features[lo:hi] {
+	own := s.Features[:len(s.Owned)*m.NumFeatures]
+	parallelRange(len(own), func(lo, hi int) {
+		for k, v := range own[lo:hi] {
 			if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
 				storeMin(&bad, int64(lo+k))
 				return

@@ -40,9 +40,12 @@ type Shard struct {
 	LoopDegree []int32
 
 	NumFeatures int
-	Features    []float32 // NumOwned() x NumFeatures, row-major
-	Labels      []int32   // owned rows; -1 = unlabelled
-	NumClasses  int
+	// Features is NumCols() x NumFeatures, row-major: the owned nodes'
+	// features, then zero rows where the first layer's halo rows land,
+	// so that the first layer's input is the features themselves.
+	Features   []float32
+	Labels     []int32 // owned rows; -1 = unlabelled
+	NumClasses int
 
 	// Train, Valid and Test are the local rows of the owned nodes in each
 	// part of the split, ascending; the Global counts are the split's
@@ -245,7 +248,7 @@ func (b *shardBuilder) build(p int) *Shard {
 	for i, v := range own {
 		s.Labels[i] = ds.Labels[v]
 	}
-	s.Features = make([]float32, nOwn*f)
+	s.Features = make([]float32, (nOwn+len(halo))*f)
 	parallelRange(nOwn, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			v := int(own[i])
@@ -264,6 +267,7 @@ func (b *shardBuilder) build(p int) *Shard {
 func (s *Shard) NoComm() *Shard {
 	c := *s
 	n := len(s.Owned)
+	c.Features = s.Features[:n*s.NumFeatures]
 	c.Halo = []int32{}
 	c.RecvStart = make([]int, s.NumParts+1)
 	c.Send = make([][]int32, s.NumParts)

@@ -5,7 +5,8 @@ import (
 	"math"
 	"slices"
 
-	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
 // Adaptive is a closed-loop rate schedule. VARCO's convergence argument
@@ -34,9 +35,9 @@ import (
 // corrects a poor prediction one epoch later, because the next measurement
 // replaces it.
 type Adaptive struct {
-	Codec string  // quant or trunc: selects the ladder and the error model
-	Kappa float64 // relative payload error allowed at the largest gradient
-	RMax  float64 // rate of the first epoch, before anything is measured
+	Codec codec.Kind // quant or trunc: selects the ladder and the error model
+	Kappa float64    // relative payload error allowed at the largest gradient
+	RMax  float64    // rate of the first epoch, before anything is measured
 
 	smoothed, gmin, gmax float64
 	rates                []float64 // chosen for the next epoch
@@ -55,13 +56,13 @@ const gradSmoothing = 0.5
 const bf16Error = 1.0 / 512
 
 // NewAdaptive returns the closed-loop schedule for a codec kind.
-func NewAdaptive(codec string, kappa, rmax float64) *Adaptive {
-	return &Adaptive{Codec: codec, Kappa: kappa, RMax: rmax}
+func NewAdaptive(kind codec.Kind, kappa, rmax float64) *Adaptive {
+	return &Adaptive{Codec: kind, Kappa: kappa, RMax: rmax}
 }
 
 func (s *Adaptive) validate() error {
 	switch {
-	case s.Codec != "quant" && s.Codec != "trunc":
+	case s.Codec == codec.KindNone:
 		return fmt.Errorf("codec: the adaptive schedule needs quant or trunc, got %q", s.Codec)
 	case !(s.Kappa > 0) || math.IsInf(s.Kappa, 0):
 		return fmt.Errorf("kappa: got %v, expected a positive number", s.Kappa)
@@ -115,7 +116,7 @@ func (s *Adaptive) SetState(st AdaptiveState) error {
 // ladder lists the rates Adaptive chooses from, most compressed first.
 func (s *Adaptive) ladder() []float64 {
 	var r []float64
-	if s.Codec == "quant" {
+	if s.Codec == codec.KindQuant {
 		for _, b := range []int{1, 2, 3, 4, 5, 6, 7, 8, 16} {
 			if rb := 32 / float64(b); rb <= s.RMax {
 				r = append(r, rb)
@@ -133,7 +134,7 @@ func (s *Adaptive) ladder() []float64 {
 
 // Observe updates the gradient trend and each layer's reference error,
 // then picks the next epoch's rates.
-func (s *Adaptive) Observe(st EpochStats) {
+func (s *Adaptive) Observe(st *metrics.Epoch) {
 	n := len(st.Rates)
 	if len(s.rates) != n {
 		s.rates, s.refErr, s.refRate = make([]float64, n), make([]float64, n), make([]float64, n)
@@ -177,7 +178,7 @@ func (s *Adaptive) Observe(st EpochStats) {
 // lossy reports whether rate r gives a measurement the model can scale:
 // quant at 8 bits or fewer, or any truncation.
 func (s *Adaptive) lossy(r float64) bool {
-	return s.Codec == "trunc" || comm.QuantBitsForRate(r) <= 8
+	return s.Codec == codec.KindTrunc || codec.QuantBitsForRate(r) <= 8
 }
 
 // predict is layer l's expected relative payload error at rate r.
@@ -186,10 +187,10 @@ func (s *Adaptive) predict(l int, r float64) float64 {
 	if r <= 1 {
 		return 0
 	}
-	if s.Codec == "trunc" {
+	if s.Codec == codec.KindTrunc {
 		return e0 * math.Sqrt((1-1/r)/(1-1/r0))
 	}
-	b, b0 := comm.QuantBitsForRate(r), comm.QuantBitsForRate(r0)
+	b, b0 := codec.QuantBitsForRate(r), codec.QuantBitsForRate(r0)
 	switch {
 	case b >= 32:
 		return 0

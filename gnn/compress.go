@@ -3,84 +3,123 @@ package gnn
 import (
 	"fmt"
 
-	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 )
 
-// Compression is a run's halo compression policy: a codec kind per
-// direction and the rate schedule (VARCO). The last layer always sends raw
+// CompressConfig is a run's halo compression (VARCO): a codec kind per
+// direction and the schedule of its rate. The last layer always sends raw
 // rows, as in the VARCO authors' code.
-type Compression struct {
-	Fwd, Bwd string // codec kinds: none, trunc or quant
-	Schedule Schedule
+type CompressConfig struct {
+	Codec    string // the forward activations: none, trunc or quant
+	CodecBwd string // the returned gradients; "" means Codec
+	Schedule string // fixed (Ratio), varco (RatioMax down to RatioMin) or adaptive
+	// Ratio is the fixed rate; RatioMax the first rate of varco and
+	// adaptive, RatioMin varco's last; Slope varco's s in
+	// r(t) = max(RatioMax - s*t*(RatioMax-RatioMin)/(T-2), RatioMin).
+	Ratio, RatioMax, RatioMin, Slope float64
+	// Kappa is adaptive's relative halo error allowed at the largest
+	// gradient norm (see Adaptive).
+	Kappa float64
 	// EvalCompressed evaluates under the current rate, as the VARCO
 	// authors did; by default evaluation passes exchange raw rows.
 	EvalCompressed bool
-	Seed           uint64
 }
 
-// Compressible is a Halo whose exchanges can be encoded (comm.Exchange is
-// one).
-type Compressible interface {
-	Metered
-	SetCodecs(layer int, fwd, bwd comm.Codec)
-	SetEpoch(seed uint64, epoch int)
-	// CompErrors adds, per layer, the squared error of the sent forward
-	// payloads and their squared norm into errSq and normSq.
-	CompErrors(errSq, normSq []float64)
-	// CodecSeconds is the time spent encoding and decoding since Reset.
-	CodecSeconds() float64
+// DefaultCompressConfig is no compression, with the VARCO authors' ramp
+// (128 down to 1.5, slope 5) ready for the varco schedule.
+func DefaultCompressConfig() CompressConfig {
+	return CompressConfig{Codec: "none", Schedule: "fixed", Ratio: 1, RatioMax: 128, RatioMin: 1.5, Slope: 5, Kappa: DefaultKappa}
 }
 
-// Validate checks the kinds and the schedule.
-func (c *Compression) Validate() error {
-	for _, k := range []string{c.Fwd, c.Bwd} {
-		if err := comm.ParseCodec(k); err != nil {
-			return fmt.Errorf("codec: %w", err)
-		}
+// Backward is the codec kind of the returned gradients.
+func (c CompressConfig) Backward() string {
+	if c.CodecBwd == "" {
+		return c.Codec
 	}
-	return ValidateSchedule(c.Schedule)
+	return c.CodecBwd
+}
+
+// Enabled reports whether any exchange is compressed.
+func (c CompressConfig) Enabled() bool { return c.Codec != "none" || c.Backward() != "none" }
+
+// Validate checks the codec kinds and the schedule's parameters for a run
+// of the given length, naming the offending setting.
+func (c CompressConfig) Validate(epochs int) error {
+	_, err := c.build(epochs)
+	return err
+}
+
+// ScheduleName describes the rate schedule of a run of the given length,
+// e.g. "varco(rmax=128,rmin=8,slope=5,T=60)" ("" if c is not valid).
+func (c CompressConfig) ScheduleName(epochs int) string {
+	if comp, err := c.build(epochs); err == nil && comp != nil {
+		return comp.schedule.Name()
+	}
+	return ""
+}
+
+// compression is a validated CompressConfig, ready for the trainer.
+type compression struct {
+	fwd, bwd       codec.Kind
+	schedule       Schedule
+	evalCompressed bool
+}
+
+// build parses and validates c, returning nil when nothing is compressed.
+func (c CompressConfig) build(epochs int) (*compression, error) {
+	fwd, err := codec.ParseKind(c.Codec)
+	if err != nil {
+		return nil, fmt.Errorf("codec: %w", err)
+	}
+	bwd, err := codec.ParseKind(c.Backward())
+	if err != nil {
+		return nil, fmt.Errorf("codec-bwd: %w", err)
+	}
+	var s Schedule
+	switch c.Schedule {
+	case "fixed":
+		s = Fixed{R: c.Ratio}
+	case "varco":
+		s = Varco{RMax: c.RatioMax, RMin: c.RatioMin, Slope: c.Slope, Epochs: epochs}
+	case "adaptive":
+		s = NewAdaptive(fwd, c.Kappa, c.RatioMax)
+	default:
+		return nil, fmt.Errorf("schedule: got %q, expected fixed, varco or adaptive", c.Schedule)
+	}
+	if err := ValidateSchedule(s); err != nil {
+		return nil, err
+	}
+	if fwd == codec.KindNone && bwd == codec.KindNone {
+		return nil, nil
+	}
+	return &compression{fwd: fwd, bwd: bwd, schedule: s, evalCompressed: c.EvalCompressed}, nil
 }
 
 // codecs returns the forward and backward codec of every layer at its rate
-// (nil = raw), and the per-layer figure the metrics report: the bits per
-// value for quant, the columns kept for trunc, 32 bits when raw. It sets
-// the last layer's rate to 1: that layer always sends raw rows.
-func (c *Compression) codecs(rates []float64, widths []int) (fwd, bwd []comm.Codec, bits []int, err error) {
+// (codec.None() = raw), and the per-layer figure the metrics report: the
+// bits per value for quant, the columns kept for trunc, 32 bits when raw. It
+// sets the last layer's rate to 1: that layer always sends raw rows.
+func (c *compression) codecs(rates []float64, widths []int, fwd, bwd []codec.Spec, bits []int) error {
 	n := len(widths)
-	fwd, bwd, bits = make([]comm.Codec, n), make([]comm.Codec, n), make([]int, n)
 	rates[n-1] = 1
 	for l, r := range rates {
-		bits[l] = 32
+		fwd[l], bwd[l], bits[l] = codec.None(), codec.None(), 32
 		if r == 1 {
 			continue
 		}
-		if fwd[l], err = codecFor(c.Fwd, r); err != nil {
-			return nil, nil, nil, err
+		var err error
+		if fwd[l], err = codec.ForRate(c.fwd, r); err != nil {
+			return err
 		}
-		if bwd[l], err = codecFor(c.Bwd, r); err != nil {
-			return nil, nil, nil, err
+		if bwd[l], err = codec.ForRate(c.bwd, r); err != nil {
+			return err
 		}
-		switch c.Fwd {
-		case "quant":
-			bits[l] = comm.QuantBitsForRate(r)
-		case "trunc":
+		switch c.fwd {
+		case codec.KindQuant:
+			bits[l] = codec.QuantBitsForRate(r)
+		case codec.KindTrunc:
 			bits[l] = max(1, min(widths[l], int(float64(widths[l])/r))) // columns kept
 		}
 	}
-	return fwd, bwd, bits, nil
-}
-
-func codecFor(kind string, r float64) (comm.Codec, error) {
-	if kind == "none" {
-		return nil, nil
-	}
-	return comm.CodecForRate(kind, r)
-}
-
-// schedule is c's schedule, nil when c is.
-func (c *Compression) schedule() Schedule {
-	if c == nil {
-		return nil
-	}
-	return c.Schedule
+	return nil
 }

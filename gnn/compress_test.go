@@ -5,8 +5,9 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
 // compressedSetup is Cora on 4 METIS ranks, the smallest real case with halo
@@ -33,8 +34,8 @@ func TestCompressionAtRateOneIsFullCommunication(t *testing.T) {
 	ds, split, parts, mc := compressedSetup(t)
 	want := runRanks(t, ds, split, parts, 4, mc, 8, nil)
 	for _, kind := range []string{"quant", "trunc"} {
-		got := runRanks(t, ds, split, parts, 4, mc, 8, func() *Compression {
-			return &Compression{Fwd: kind, Bwd: kind, Schedule: Fixed{R: 1}, Seed: 1}
+		got := runRanks(t, ds, split, parts, 4, mc, 8, func() CompressConfig {
+			return fixedRate(kind, 1)
 		})
 		for e := range want {
 			if got[e].Loss != want[e].Loss || got[e].TestAcc != want[e].TestAcc {
@@ -55,8 +56,8 @@ func TestCompressedTraining(t *testing.T) {
 	full := runRanks(t, ds, split, parts, 4, mc, 30, nil)
 	for _, bits := range []int{1, 4, 8} {
 		t.Run(fmt.Sprintf("quant%d", bits), func(t *testing.T) {
-			comp := func() *Compression {
-				return &Compression{Fwd: "quant", Bwd: "quant", Schedule: Fixed{R: 32 / float64(bits)}, Seed: 9}
+			comp := func() CompressConfig {
+				return fixedRate("quant", 32/float64(bits))
 			}
 			a := runRanks(t, ds, split, parts, 4, mc, 30, comp)
 			b := runRanks(t, ds, split, parts, 4, mc, 30, comp)
@@ -75,8 +76,8 @@ func TestCompressedTraining(t *testing.T) {
 					want = rows * (int64((w*bits+7)/8) + 8)
 					wantBits = bits
 				}
-				if last.BytesFwd[l] != want || last.Bits[l] != wantBits {
-					t.Errorf("layer %d: %d bytes at %d bits, want %d at %d", l, last.BytesFwd[l], last.Bits[l], want, wantBits)
+				if last.BytesFwdLayer[l] != want || last.Bits[l] != wantBits {
+					t.Errorf("layer %d: %d bytes at %d bits, want %d at %d", l, last.BytesFwdLayer[l], last.Bits[l], want, wantBits)
 				}
 				if (l < mc.Layers-1) != (last.CompError[l] > 0) {
 					t.Errorf("layer %d: relative error %v", l, last.CompError[l])
@@ -96,8 +97,10 @@ func TestCompressedTraining(t *testing.T) {
 func TestAdaptiveTraining(t *testing.T) {
 	ds, split, parts, mc := compressedSetup(t)
 	full := runRanks(t, ds, split, parts, 4, mc, 40, nil)
-	comp := func() *Compression {
-		return &Compression{Fwd: "quant", Bwd: "quant", Schedule: NewAdaptive("quant", DefaultKappa, 128), Seed: 2}
+	comp := func() CompressConfig {
+		c := DefaultCompressConfig()
+		c.Codec, c.Schedule = "quant", "adaptive"
+		return c
 	}
 	a := runRanks(t, ds, split, parts, 4, mc, 40, comp)
 	b := runRanks(t, ds, split, parts, 4, mc, 40, comp)
@@ -106,10 +109,8 @@ func TestAdaptiveTraining(t *testing.T) {
 		if a[e].Loss != b[e].Loss || fmt.Sprint(a[e].Rates) != fmt.Sprint(b[e].Rates) {
 			t.Fatalf("epoch %d: loss %v rates %v, then %v %v", e, a[e].Loss, a[e].Rates, b[e].Loss, b[e].Rates)
 		}
-		f, bw := a[e].TotalBytes()
-		bytesA += f + bw
-		f, bw = full[e].TotalBytes()
-		bytesFull += f + bw
+		bytesA += a[e].BytesFwd + a[e].BytesBwd
+		bytesFull += full[e].BytesFwd + full[e].BytesBwd
 	}
 	if a[0].Rates[0] != 128 || a[len(a)-1].Rates[0] >= a[0].Rates[0] {
 		t.Errorf("layer 0 rate %v at the start and %v at the end: expected 128, then lower", a[0].Rates[0], a[len(a)-1].Rates[0])
@@ -125,12 +126,12 @@ func TestAdaptiveTraining(t *testing.T) {
 // TestAdaptiveRule drives the schedule with made-up measurements.
 func TestAdaptiveRule(t *testing.T) {
 	obs := func(s *Adaptive, rates []float64, errs []float64, grad, loss float64) []float64 {
-		s.Observe(EpochStats{Rates: rates, CompError: errs, GradNorm: grad, Loss: loss})
+		s.Observe(&metrics.Epoch{Rates: rates, CompError: errs, GradNorm: grad, Loss: loss})
 		next := make([]float64, len(rates))
 		s.Rates(1, next)
 		return next
 	}
-	s := NewAdaptive("quant", 0.1, 128)
+	s := NewAdaptive(codec.KindQuant, 0.1, 128)
 	first := make([]float64, 3)
 	s.Rates(0, first)
 	if fmt.Sprint(first) != "[128 128 128]" {
@@ -139,7 +140,7 @@ func TestAdaptiveRule(t *testing.T) {
 	// 1 bit measured 0.5 and 0.05: bound 0.1 needs 0.5/(2^b-1) <= 0.1, b = 3
 	// for layer 0; layer 1 may stay at 1 bit; layer 2 (raw) is never measured.
 	r := obs(s, []float64{32, 32, 1}, []float64{0.5, 0.05, 0}, 10, 2)
-	if bits := []int{comm.QuantBitsForRate(r[0]), comm.QuantBitsForRate(r[1])}; bits[0] != 3 || bits[1] != 1 || r[2] != 1 {
+	if bits := []int{codec.QuantBitsForRate(r[0]), codec.QuantBitsForRate(r[1])}; bits[0] != 3 || bits[1] != 1 || r[2] != 1 {
 		t.Fatalf("rates %v (bits %v), want 3 and 1 bits and the unmeasured layer left as it was", r, bits)
 	}
 	// A loss spike that moves the gradient in proportion changes nothing.
@@ -150,7 +151,7 @@ func TestAdaptiveRule(t *testing.T) {
 	// and more bits follow, up to bf16 and then raw.
 	prev := r[0]
 	for i, g := range []float64{5, 1, 0.3, 0.1, 0.01, 1e-3, 1e-4, 1e-5, 1e-6, 1e-6, 1e-6} {
-		r = obs(s, r, []float64{0.5 / float64(int(1)<<comm.QuantBitsForRate(r[0])-1), 0.05, 0}, g, 1)
+		r = obs(s, r, []float64{0.5 / float64(int(1)<<codec.QuantBitsForRate(r[0])-1), 0.05, 0}, g, 1)
 		if r[0] > prev {
 			t.Fatalf("step %d: rate rose from %v to %v while the gradient fell", i, prev, r[0])
 		}
@@ -161,23 +162,23 @@ func TestAdaptiveRule(t *testing.T) {
 	}
 	// Every quant ladder rate selects the bit width it stands for.
 	for _, rate := range s.ladder() {
-		if b := comm.QuantBitsForRate(rate); rate != 1 && math.Abs(32/float64(b)-rate) > 1e-9 {
+		if b := codec.QuantBitsForRate(rate); rate != 1 && math.Abs(32/float64(b)-rate) > 1e-9 {
 			t.Errorf("ladder rate %v selects %d bits", rate, b)
 		}
 	}
 	// trunc, equal-energy model e(r) = e0 sqrt((1-1/r)/(1-1/r0)): from 0.5 at
 	// r0 = 128, bound 0.4 allows 1-1/r <= 0.64*127/128, r = 2 (e = 0.355).
-	tr := NewAdaptive("trunc", 0.4, 128)
+	tr := NewAdaptive(codec.KindTrunc, 0.4, 128)
 	if r = obs(tr, []float64{128, 1}, []float64{0.5, 0}, 1, 1); r[0] != 2 {
 		t.Fatalf("trunc chose rate %v, want 2", r[0])
 	}
 	if r = obs(tr, r, []float64{0.5, 0}, 0.5, 1); r[0] != 1 { // bound 0.2: e(2) = 0.5 > 0.2
 		t.Fatalf("trunc chose rate %v, want 1", r[0])
 	}
-	if err := ValidateSchedule(NewAdaptive("none", 1, 128)); err == nil {
+	if err := ValidateSchedule(NewAdaptive(codec.KindNone, 1, 128)); err == nil {
 		t.Error("adaptive accepted codec none")
 	}
-	if err := ValidateSchedule(NewAdaptive("quant", 0, 128)); err == nil {
+	if err := ValidateSchedule(NewAdaptive(codec.KindQuant, 0, 128)); err == nil {
 		t.Error("adaptive accepted kappa 0")
 	}
 }

@@ -53,7 +53,7 @@ func TestCoraKipfSetting(t *testing.T) {
 			}
 			cfg := DefaultTrainConfig()
 			cfg.Epochs, cfg.WeightDecay = 200, 5e-4
-			tr, err := NewTrainer(m, cfg, Alone{}, Alone{})
+			tr, err := NewTrainer(m, cfg, DefaultCompressConfig(), nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

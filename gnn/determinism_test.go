@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
@@ -11,7 +12,7 @@ import (
 // number of kernel threads, and that another seed gives another run.
 func TestDeterministic(t *testing.T) {
 	ds := randomDataset(t, 300, 12, 5, 1)
-	run := func(threads int, seed uint64) []EpochStats {
+	run := func(threads int, seed uint64) []metrics.Epoch {
 		local, err := SingleProcess(ds, "s", "sage")
 		if err != nil {
 			t.Fatal(err)
@@ -24,14 +25,14 @@ func TestDeterministic(t *testing.T) {
 		}
 		cfg := DefaultTrainConfig()
 		cfg.Epochs = 10
-		tr, err := NewTrainer(m, cfg, Alone{}, Alone{})
+		tr, err := NewTrainer(m, cfg, DefaultCompressConfig(), nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []EpochStats
-		if _, err := tr.Run(func(s EpochStats) error {
-			s.Seconds, s.CommSeconds, s.HaloSeconds = 0, 0, 0
-			out = append(out, s)
+		var out []metrics.Epoch
+		if _, err := tr.Run(func(s *metrics.Epoch) error {
+			s.ClearTimes()
+			out = append(out, *s)
 			return nil
 		}); err != nil {
 			t.Fatal(err)

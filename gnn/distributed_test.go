@@ -6,12 +6,14 @@ import (
 	"testing"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
 // runSingle trains one process on the whole graph and returns every epoch.
-func runSingle(t *testing.T, ds *data.Dataset, split string, mc ModelConfig, epochs int) []EpochStats {
+func runSingle(t *testing.T, ds *data.Dataset, split string, mc ModelConfig, epochs int) []metrics.Epoch {
 	t.Helper()
 	local, err := SingleProcess(ds, split, mc.Model)
 	if err != nil {
@@ -25,12 +27,12 @@ func runSingle(t *testing.T, ds *data.Dataset, split string, mc ModelConfig, epo
 	}
 	cfg := DefaultTrainConfig()
 	cfg.Epochs = epochs
-	tr, err := NewTrainer(m, cfg, Alone{}, Alone{})
+	tr, err := NewTrainer(m, cfg, DefaultCompressConfig(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []EpochStats
-	if _, err := tr.Run(func(s EpochStats) error { out = append(out, s); return nil }); err != nil {
+	var out []metrics.Epoch
+	if _, err := tr.Run(func(s *metrics.Epoch) error { out = append(out, *s); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -39,13 +41,13 @@ func runSingle(t *testing.T, ds *data.Dataset, split string, mc ModelConfig, epo
 // runRanks trains q ranks as goroutines over the given partition and returns
 // rank 0's epochs (every rank sees the same reduced metrics). With compress
 // set, every rank compresses its halo exchanges with a policy of its own.
-func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() *Compression) []EpochStats {
+func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() CompressConfig) []metrics.Epoch {
 	t.Helper()
 	return runRanksWith(t, ds, split, parts, q, mc, epochs, compress, false)
 }
 
 // runRanksWith is runRanks with the models' Overlap set as given.
-func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() *Compression, overlap bool) []EpochStats {
+func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() CompressConfig, overlap bool) []metrics.Epoch {
 	t.Helper()
 	shards, err := data.BuildShards(ds, split, parts, q)
 	if err != nil {
@@ -65,17 +67,18 @@ func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q
 			t.Fatal(err)
 		}
 		m.Overlap = overlap
-		ex, err := comm.NewExchange(comms[r], len(shards[r].Owned), shards[r].Send, shards[r].RecvStart, mc.Layers)
+		ex, err := halo.NewHost(local.Plan, comms[r], mc.Layers)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg := DefaultTrainConfig()
 		cfg.Epochs = epochs
-		if trainers[r], err = NewTrainer(m, cfg, ex, comms[r]); err != nil {
-			t.Fatal(err)
-		}
+		cc := DefaultCompressConfig()
 		if compress != nil {
-			trainers[r].Compress = compress()
+			cc = compress()
+		}
+		if trainers[r], err = NewTrainer(m, cfg, cc, ex, HostReducer(comms[r])); err != nil {
+			t.Fatal(err)
 		}
 	}
 	errs, stats := runAll(trainers, comms)
@@ -93,6 +96,13 @@ func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q
 		}
 	}
 	return stats[0]
+}
+
+// fixedRate compresses both directions with kind at the fixed rate r.
+func fixedRate(kind string, r float64) CompressConfig {
+	c := DefaultCompressConfig()
+	c.Codec, c.Ratio = kind, r
+	return c
 }
 
 // closeLoss is the acceptance tolerance: 1e-4, relative above 1.
@@ -179,15 +189,15 @@ func TestDistributedEqualsSingle(t *testing.T) {
 							if l == 0 && dims[1] >= dims[0] {
 								wantBwd = 0
 							}
-							if last.BytesFwd[l] != wantFwd || last.BytesBwd[l] != wantBwd {
-								t.Errorf("layer %d: counted %d/%d bytes fwd/bwd, analytic %d/%d", l, last.BytesFwd[l], last.BytesBwd[l], wantFwd, wantBwd)
+							if last.BytesFwdLayer[l] != wantFwd || last.BytesBwdLayer[l] != wantBwd {
+								t.Errorf("layer %d: counted %d/%d bytes fwd/bwd, analytic %d/%d", l, last.BytesFwdLayer[l], last.BytesBwdLayer[l], wantFwd, wantBwd)
 							}
 							wantEval := int64(0)
 							if mc.Dropout > 0 {
 								wantEval = wantFwd
 							}
-							if last.BytesEval[l] != wantEval {
-								t.Errorf("layer %d: counted %d evaluation bytes, analytic %d", l, last.BytesEval[l], wantEval)
+							if last.BytesEvalLayer[l] != wantEval {
+								t.Errorf("layer %d: counted %d evaluation bytes, analytic %d", l, last.BytesEvalLayer[l], wantEval)
 							}
 						}
 					})

@@ -50,15 +50,15 @@ func randomDataset(t testing.TB, n, f, c int, seed uint64) *data.Dataset {
 // and returns the normalised loss; with grad set it also backpropagates.
 func lossAt(t *testing.T, m *Model, grad bool) float64 {
 	t.Helper()
-	logits, err := m.Forward(Alone{}, true, 7)
+	logits, err := m.Forward(nil, true, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	loc := m.local
+	loc := m.view
 	scale := 1 / float64(loc.GlobalTrain)
 	sum := m.dev.SoftmaxCrossEntropy(logits, loc.Labels, loc.Train, float32(scale), m.dlogits)
 	if grad {
-		if err := m.Backward(Alone{}, m.dlogits); err != nil {
+		if err := m.Backward(nil, m.dlogits); err != nil {
 			t.Fatal(err)
 		}
 	}

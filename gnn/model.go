@@ -5,7 +5,9 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
+	"github.com/gnn-spmd/gnn-spmd/kernels/rng"
 )
 
 // ModelConfig fixes the architecture.
@@ -30,7 +32,8 @@ func (c ModelConfig) Dims() []int {
 	return d
 }
 
-func (c ModelConfig) validate() error {
+// Validate checks the architecture, naming the offending setting.
+func (c ModelConfig) Validate() error {
 	switch {
 	case c.Model != "sage" && c.Model != "gcn":
 		return fmt.Errorf("model: got %q, expected sage or gcn", c.Model)
@@ -157,14 +160,15 @@ type Model struct {
 	Config ModelConfig
 	Params []*Param
 	layers []*layer
-	local  *Local
+	view   *View
 	dev    kernels.Device
 	// Gradient scratch for d(layer input) where no dead activation can hold
 	// it (see inputGrad): grown on first use, two so that one can hold
 	// dOut while the other receives d(input).
 	scratch [2]*kernels.Mat
 	dlogits *kernels.Mat
-	// features is the input on the device (local.Features on the CPU).
+	// features is the owned rows of the input on the device (the view's
+	// own on the CPU).
 	features *kernels.Mat
 	// atOwn and atHalo are A^T's owned and halo rows: the backward pass
 	// computes the halo rows first, to send them (see overlap.go).
@@ -172,27 +176,29 @@ type Model struct {
 	// Overlap aggregates while the halo exchanges are in flight: forward on
 	// devices with SpMMRows, backward on host devices (see overlap.go).
 	Overlap bool
+	rows    rowSpMM // dev, when it can aggregate a subset of rows
 	split   *split
 }
 
 // NewModel allocates a model for the given rank view, initialised with
 // Glorot-uniform weights and zero biases drawn from cfg.Seed (identical on
 // every rank).
-func NewModel(cfg ModelConfig, local *Local, dev kernels.Device) (*Model, error) {
-	if err := cfg.validate(); err != nil {
+func NewModel(cfg ModelConfig, view *View, dev kernels.Device) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if local.Features.Cols != cfg.InDim {
-		return nil, fmt.Errorf("model input width %d but features have %d columns", cfg.InDim, local.Features.Cols)
+	if view.Input.Cols != cfg.InDim {
+		return nil, fmt.Errorf("model input width %d but features have %d columns", cfg.InDim, view.Input.Cols)
 	}
 	dims := cfg.Dims()
-	m := &Model{Config: cfg, local: local, dev: dev, features: local.Features}
+	m := &Model{Config: cfg, view: view, dev: dev, features: view.Features()}
+	m.rows, _ = dev.(rowSpMM)
 	if !dev.Host() {
-		m.features = dev.NewMat(local.Features.Rows, local.Features.Cols)
-		dev.Upload(m.features, local.Features.Data)
+		m.features = dev.NewMat(view.NumOwned, view.Input.Cols)
+		dev.Upload(m.features, view.Features().Data)
 	}
-	rows := local.NumOwned + local.NumHalo
-	own := local.NumOwned
+	rows := view.NumOwned + view.NumHalo
+	own := view.NumOwned
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
 	for l := 0; l < cfg.Layers; l++ {
 		in, out := dims[l], dims[l+1]
@@ -217,10 +223,10 @@ func NewModel(cfg ModelConfig, local *Local, dev kernels.Device) (*Model, error)
 		switch {
 		case l == 0 && cfg.Dropout == 0 && ly.projectFirst:
 			ly.x = m.features // read only: nothing writes a project-first input
-		case l == 0 && cfg.Dropout == 0 && dev.Host() && cap(m.features.Data) >= xRows*in:
-			// The features have room for the halo rows after them (as
-			// data.ReadShard leaves): they are the input, without a copy.
-			ly.x = &kernels.Mat{Rows: xRows, Cols: in, Data: m.features.Data[:xRows*in]}
+		case l == 0 && cfg.Dropout == 0 && dev.Host():
+			// The view's input is the features with room for the halo
+			// rows: the first layer reads it in place.
+			ly.x = view.Input
 		case l == 0 && cfg.Dropout == 0:
 			// The input never changes: copy the features in once.
 			ly.x = dev.NewMat(xRows, in)
@@ -256,7 +262,7 @@ func NewModel(cfg ModelConfig, local *Local, dev kernels.Device) (*Model, error)
 			ly.ws, ly.gs = ly.self.w, ly.self.g
 		}
 	}
-	m.atOwn, m.atHalo = local.Adj.T.RowRange(0, own), local.Adj.T.RowRange(own, rows)
+	m.atOwn, m.atHalo = view.Adj.T.RowRange(0, own), view.Adj.T.RowRange(own, rows)
 	m.dlogits = dev.NewMat(own, cfg.Classes)
 	return m, nil
 }
@@ -271,21 +277,16 @@ func glorot(rng *rand.Rand, p *Param) {
 
 // dropoutSeed derives the seed of the mask of one layer input in one epoch.
 func dropoutSeed(seed uint64, epoch, layer int) uint64 {
-	return mix64(seed ^ mix64(uint64(epoch)<<20|uint64(layer)))
-}
-
-func mix64(z uint64) uint64 {
-	z += 0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
+	return rng.Mix64(seed ^ rng.Mix64(uint64(epoch)<<20|uint64(layer)))
 }
 
 // Forward runs all layers and returns the logits (owned rows x classes).
 // With train set, dropout is applied with masks drawn for this epoch.
-func (m *Model) Forward(halo Halo, train bool, epoch int) (*kernels.Mat, error) {
-	d, loc := m.dev, m.local
-	own := loc.NumOwned
+//
+// x exchanges the halo rows (nil for a run of one rank).
+func (m *Model) Forward(x halo.Exchanger, train bool, epoch int) (*kernels.Mat, error) {
+	d, v := m.dev, m.view
+	own := v.NumOwned
 	for l, ly := range m.layers {
 		// 1. The owned rows of this layer's input.
 		var src *kernels.Mat
@@ -297,7 +298,7 @@ func (m *Model) Forward(halo Halo, train bool, epoch int) (*kernels.Mat, error) 
 		xOwn := ly.x.View(0, own)
 		switch {
 		case train && m.Config.Dropout > 0:
-			d.Dropout(src, xOwn, ly.mask, m.Config.Dropout, dropoutSeed(m.Config.Seed, epoch, l), loc.GlobalIDs)
+			d.Dropout(src, xOwn, ly.mask, m.Config.Dropout, dropoutSeed(m.Config.Seed, epoch, l), v.GlobalIDs)
 		case !ly.inPlace && (l > 0 || m.Config.Dropout > 0):
 			d.Copy(xOwn, src)
 		}
@@ -310,11 +311,11 @@ func (m *Model) Forward(halo Halo, train bool, epoch int) (*kernels.Mat, error) 
 		}
 		if ly.projectFirst {
 			d.Gemm(false, false, 1, xOwn, ly.wn, 0, ly.p.View(0, own))
-			if err := m.aggregate(halo, l, ly.p, ly.y, self); err != nil {
+			if err := m.aggregate(x, l, ly.p, ly.y, self); err != nil {
 				return nil, err
 			}
 		} else {
-			if err := m.aggregate(halo, l, ly.x, ly.z, self); err != nil {
+			if err := m.aggregate(x, l, ly.x, ly.z, self); err != nil {
 				return nil, err
 			}
 			d.Gemm(false, false, 1, ly.z, ly.wn, b2f(ly.isSAGE), ly.y)
@@ -332,15 +333,14 @@ func (m *Model) Forward(halo Halo, train bool, epoch int) (*kernels.Mat, error) 
 // layer output). self, if set, writes the self term into the layer output
 // first; with overlap it and the interior rows run while the exchange is in
 // flight.
-func (m *Model) aggregate(halo Halo, l int, x, y *kernels.Mat, self func()) error {
-	loc := m.local
+func (m *Model) aggregate(ex halo.Exchanger, l int, x, y *kernels.Mat, self func()) error {
+	v := m.view
 	acc := self != nil && m.layers[l].projectFirst
-	dev, rows := m.dev.(rowSpMM)
-	if _, alone := halo.(Alone); m.Overlap && !alone && loc.NumHalo > 0 && rows {
+	if m.Overlap && ex != nil && v.NumHalo > 0 && m.rows != nil {
 		if m.split == nil {
-			m.split = splitAdj(loc.Adj, loc.NumOwned)
+			m.split = splitAdj(v.Adj, v.NumOwned)
 		}
-		if err := m.overlapped(dev, halo, l, x, y, acc, self); err != nil {
+		if err := m.overlapped(ex, l, x, y, acc, self); err != nil {
 			return fmt.Errorf("layer %d forward halo exchange: %w", l, err)
 		}
 		return nil
@@ -348,10 +348,12 @@ func (m *Model) aggregate(halo Halo, l int, x, y *kernels.Mat, self func()) erro
 	if self != nil {
 		self()
 	}
-	if err := halo.Forward(l, x); err != nil {
-		return fmt.Errorf("layer %d forward halo exchange: %w", l, err)
+	if ex != nil {
+		if err := ex.Forward(l, x); err != nil {
+			return fmt.Errorf("layer %d forward halo exchange: %w", l, err)
+		}
 	}
-	m.dev.SpMM(loc.Adj, x, y, acc)
+	m.dev.SpMM(v.Adj, x, y, acc)
 	return nil
 }
 
@@ -372,11 +374,10 @@ func b2f(b bool) float32 {
 // rows, and the owned rows of d(input), where they fit, into the layer's
 // output once its ReLU mask has been applied. So Backward clobbers the
 // activations; the next Forward writes them all again.
-func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
-	d, loc := m.dev, m.local
-	own, rows := loc.NumOwned, loc.NumOwned+loc.NumHalo
-	_, alone := halo.(Alone)
-	overlap := m.Overlap && !alone && d.Host()
+func (m *Model) Backward(x halo.Exchanger, dlogits *kernels.Mat) error {
+	d, v := m.dev, m.view
+	own, rows := v.NumOwned, v.NumOwned+v.NumHalo
+	overlap := m.Overlap && x != nil && d.Host()
 	dOut, inScratch := dlogits, -1
 	for l := len(m.layers) - 1; l >= 0; l-- {
 		ly := m.layers[l]
@@ -395,7 +396,7 @@ func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
 		if ly.projectFirst {
 			// d(x Wn) = A^T dOut, into p.
 			dPOwn := ly.p.View(0, own)
-			if err := m.backAggregate(halo, l, overlap, dOut, dPOwn, ly.p.View(own, rows), selfGrad, nil); err != nil {
+			if err := m.backAggregate(x, l, overlap, dOut, dPOwn, ly.p.View(own, rows), selfGrad, nil); err != nil {
 				return err
 			}
 			d.Gemm(true, false, 1, xOwn, dPOwn, 0, ly.gn)
@@ -429,7 +430,7 @@ func (m *Model) Backward(halo Halo, dlogits *kernels.Mat) error {
 			}
 			// The input's halo rows were read by the forward aggregation
 			// only: they take d(input)'s halo rows.
-			if err := m.backAggregate(halo, l, overlap, dZ, dX, ly.x.View(own, rows), selfGrad, selfTerm); err != nil {
+			if err := m.backAggregate(x, l, overlap, dZ, dX, ly.x.View(own, rows), selfGrad, selfTerm); err != nil {
 				return err
 			}
 			dOut = dX

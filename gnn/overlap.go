@@ -3,6 +3,7 @@ package gnn
 import (
 	"fmt"
 
+	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
@@ -53,21 +54,21 @@ func splitAdj(a *kernels.Adj, owned int) *split {
 // goroutine (MPI wants its calls on the main thread) while another
 // goroutine runs self (if set) and aggregates the interior rows into y;
 // then it aggregates the boundary rows.
-func (m *Model) overlapped(dev rowSpMM, halo Halo, layer int, x, y *kernels.Mat, acc bool, self func()) error {
+func (m *Model) overlapped(ex halo.Exchanger, layer int, x, y *kernels.Mat, acc bool, self func()) error {
 	done := make(chan struct{})
 	go func() {
 		if self != nil {
 			self()
 		}
-		dev.SpMMRows(m.local.Adj, m.split.interior, x, y, acc)
+		m.rows.SpMMRows(m.view.Adj, m.split.interior, x, y, acc)
 		close(done)
 	}()
-	err := halo.Forward(layer, x)
+	err := ex.Forward(layer, x)
 	<-done
 	if err != nil {
 		return err
 	}
-	dev.SpMMRows(m.local.Adj, m.split.boundary, x, y, acc)
+	m.rows.SpMMRows(m.view.Adj, m.split.boundary, x, y, acc)
 	return nil
 }
 
@@ -78,7 +79,7 @@ func (m *Model) overlapped(dev rowSpMM, halo Halo, layer int, x, y *kernels.Mat,
 // set, is other work that reads no halo row. With overlap the owned rows
 // and alongside run while the exchange is in flight (host devices only: a
 // GPU device belongs to one goroutine).
-func (m *Model) backAggregate(halo Halo, l int, overlap bool, dz, gOwn, gHalo *kernels.Mat, alongside, ownTerms func()) error {
+func (m *Model) backAggregate(ex halo.Exchanger, l int, overlap bool, dz, gOwn, gHalo *kernels.Mat, alongside, ownTerms func()) error {
 	d := m.dev
 	d.SpMM(m.atHalo, dz, gHalo, false)
 	ownRows := func() {
@@ -97,14 +98,16 @@ func (m *Model) backAggregate(halo Halo, l int, overlap bool, dz, gOwn, gHalo *k
 			ownRows()
 			close(done)
 		}()
-		err = halo.BackwardSend(l, gHalo)
+		err = ex.BackwardSend(l, gHalo)
 		<-done
 	} else {
 		ownRows()
-		err = halo.BackwardSend(l, gHalo)
+		if ex != nil {
+			err = ex.BackwardSend(l, gHalo)
+		}
 	}
-	if err == nil {
-		err = halo.BackwardAdd(l, gOwn)
+	if err == nil && ex != nil {
+		err = ex.BackwardAdd(l, gOwn)
 	}
 	if err != nil {
 		return fmt.Errorf("layer %d backward halo exchange: %w", l, err)

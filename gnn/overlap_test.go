@@ -2,7 +2,6 @@ package gnn
 
 import (
 	"math"
-	"slices"
 	"testing"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
@@ -21,8 +20,8 @@ func TestOverlapBitIdentical(t *testing.T) {
 		mc.Dropout = dropout
 		for _, model := range []string{"sage", "gcn"} {
 			mc.Model = model
-			for _, comp := range []func() *Compression{nil, func() *Compression {
-				return &Compression{Fwd: "quant", Bwd: "quant", Schedule: Fixed{R: 8}, Seed: 3}
+			for _, comp := range []func() CompressConfig{nil, func() CompressConfig {
+				return fixedRate("quant", 8)
 			}} {
 				plain := runRanksWith(t, ds, split, parts, 4, mc, 6, comp, false)
 				over := runRanksWith(t, ds, split, parts, 4, mc, 6, comp, true)
@@ -57,40 +56,37 @@ func TestBackwardScratch(t *testing.T) {
 	}
 }
 
-// TestFirstInputAliasesFeatures: features with room for the halo rows after
-// them (as data.ReadShard reads them) are the first layer's input, not a
-// copy; without room they are copied.
+// TestFirstInputAliasesFeatures: the shard's features, which hold a row for
+// every halo node after the owned ones, are the first layer's input itself
+// (no copy), unless dropout writes that input.
 func TestFirstInputAliasesFeatures(t *testing.T) {
 	ds := randomDataset(t, 40, 6, 4, 3)
 	parts, err := data.Partition(ds, "s", 2, data.MethodRandom, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, room := range []bool{false, true} {
-		sh, err := data.BuildShard(ds, "s", parts, 2, 0)
+	sh, err := data.BuildShard(ds, "s", parts, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sh.Halo) == 0 {
+		t.Fatal("part 0 has no halo rows")
+	}
+	view, err := FromShard(sh, "sage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dropout := range []float32{0, 0.5} {
+		m, err := NewModel(ModelConfig{Model: "sage", Layers: 2, Hidden: 8, InDim: 6, Classes: 4, Dropout: dropout, Seed: 1}, view, kernels.NewCPU(1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(sh.Halo) == 0 {
-			t.Fatal("part 0 has no halo rows")
+		x := m.layers[0].x
+		if shared := &x.Data[0] == &sh.Features[0]; shared != (dropout == 0) {
+			t.Errorf("dropout %v: first input shares the features' memory: %v", dropout, shared)
 		}
-		if room {
-			sh.Features = append(make([]float32, 0, sh.NumCols()*sh.NumFeatures), sh.Features...)
-		}
-		loc, err := FromShard(sh, "sage")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := NewModel(ModelConfig{Model: "sage", Layers: 2, Hidden: 8, InDim: 6, Classes: 4, Seed: 1}, loc, kernels.NewCPU(1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := m.layers[0].x.Data
-		if shared := &x[0] == &sh.Features[0]; shared != room {
-			t.Errorf("room %v: first input shares the features' memory: %v", room, shared)
-		}
-		if !slices.Equal(x[:len(sh.Features)], sh.Features) {
-			t.Errorf("room %v: first input's owned rows differ from the features", room)
+		if x.Rows != len(sh.Owned)+len(sh.Halo) {
+			t.Errorf("dropout %v: first input has %d rows, want %d owned + %d halo", dropout, x.Rows, len(sh.Owned), len(sh.Halo))
 		}
 	}
 }

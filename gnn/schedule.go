@@ -3,6 +3,8 @@ package gnn
 import (
 	"fmt"
 	"math"
+
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
 // Schedule gives the compression rate r >= 1 of every layer's halo
@@ -17,7 +19,7 @@ type Schedule interface {
 // epoch measured before choosing the next epoch's rates. Every rank sees
 // the same all-reduced statistics, so every rank chooses the same rates.
 type Observer interface {
-	Observe(st EpochStats)
+	Observe(st *metrics.Epoch)
 }
 
 // Fixed compresses at the same rate every epoch (the authors' fixed-ratio
@@ -34,10 +36,6 @@ type Varco struct {
 	Slope      float64
 	Epochs     int
 }
-
-// DefaultVarco returns the authors' defaults (128, 1.5, slope 5) for a run
-// of the given length.
-func DefaultVarco(epochs int) Varco { return Varco{RMax: 128, RMin: 1.5, Slope: 5, Epochs: epochs} }
 
 // Rate is the ramp's value at epoch t, the same for every layer.
 func (s Varco) Rate(t int) float64 {

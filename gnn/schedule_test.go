@@ -6,7 +6,7 @@ import (
 )
 
 func TestVarcoSchedule(t *testing.T) {
-	s := DefaultVarco(300)
+	s := Varco{RMax: 128, RMin: 1.5, Slope: 5, Epochs: 300}
 	// The authors' defaults reach r_min at t = (T-2)/s = 59.6, so at epoch 60.
 	for _, c := range []struct {
 		t    int
@@ -29,7 +29,7 @@ func TestScheduleValidation(t *testing.T) {
 			t.Errorf("%s: accepted", s.Name())
 		}
 	}
-	for _, s := range []Schedule{Fixed{1}, Fixed{32}, DefaultVarco(300)} {
+	for _, s := range []Schedule{Fixed{1}, Fixed{32}, Varco{RMax: 128, RMin: 1.5, Slope: 5, Epochs: 300}} {
 		if err := ValidateSchedule(s); err != nil {
 			t.Errorf("%s: %v", s.Name(), err)
 		}

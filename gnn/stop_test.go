@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
@@ -41,11 +43,11 @@ func rankTrainers(t *testing.T, q int, cfg TrainConfig, layers int) ([]*Trainer,
 		if err != nil {
 			t.Fatal(err)
 		}
-		ex, err := comm.NewExchange(comms[r], len(sh.Owned), sh.Send, sh.RecvStart, layers)
+		ex, err := halo.NewHost(local.Plan, comms[r], layers)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if trainers[r], err = NewTrainer(m, cfg, ex, comms[r]); err != nil {
+		if trainers[r], err = NewTrainer(m, cfg, DefaultCompressConfig(), ex, HostReducer(comms[r])); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -54,15 +56,15 @@ func rankTrainers(t *testing.T, q int, cfg TrainConfig, layers int) ([]*Trainer,
 
 // runAll runs every trainer on its own goroutine and returns their errors
 // and epochs.
-func runAll(trainers []*Trainer, comms []*comm.Local) ([]error, [][]EpochStats) {
+func runAll(trainers []*Trainer, comms []*comm.Local) ([]error, [][]metrics.Epoch) {
 	errs := make([]error, len(trainers))
-	stats := make([][]EpochStats, len(trainers))
+	stats := make([][]metrics.Epoch, len(trainers))
 	var wg sync.WaitGroup
 	for r := range trainers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[r] = trainers[r].Run(func(s EpochStats) error { stats[r] = append(stats[r], s); return nil })
+			_, errs[r] = trainers[r].Run(func(s *metrics.Epoch) error { stats[r] = append(stats[r], *s); return nil })
 			if errs[r] != nil {
 				comms[r].Fail(errs[r])
 			}

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
+	"github.com/gnn-spmd/gnn-spmd/comm/halo"
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
@@ -24,7 +27,8 @@ func DefaultTrainConfig() TrainConfig {
 	return TrainConfig{Epochs: 300, LR: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
 }
 
-func (c TrainConfig) validate() error {
+// Validate checks the settings a user chooses, naming the offending one.
+func (c TrainConfig) Validate() error {
 	switch {
 	case c.Epochs < 1:
 		return fmt.Errorf("epochs: got %d, expected at least 1", c.Epochs)
@@ -36,92 +40,21 @@ func (c TrainConfig) validate() error {
 	return nil
 }
 
-// EpochStats is what one epoch measured. Accuracies are over all ranks,
-// for the parameters that entered the epoch (the same ones the loss saw).
-type EpochStats struct {
-	Epoch                     int
-	Loss                      float64
-	TrainAcc, ValAcc, TestAcc float64
-	Seconds                   float64
-	// Halo bytes handed to the transport, summed over ranks, per layer.
-	BytesFwd, BytesBwd []int64
-	// BytesEval counts the evaluation pass's forward exchanges, kept apart
-	// so that budgets compare training traffic.
-	BytesEval []int64
-	// CommSeconds is this rank's time inside the transport (halo exchanges
-	// and all-reduces), HaloSeconds the halo exchanges' part of it,
-	// CodecSeconds its time encoding and decoding; the rest of Seconds is
-	// computation.
-	CommSeconds, HaloSeconds, CodecSeconds float64
-	// Rates are the compression rates of this epoch per layer (1 = raw);
-	// Bits the bits per value (quant) or columns kept (trunc) per layer, 32
-	// when raw; CompError the relative error ||x - x^|| / ||x|| of the
-	// forward training payloads per layer, over all ranks.
-	Rates     []float64
-	Bits      []int
-	CompError []float64
-	// GradNorm is the norm of the all-reduced parameter gradient (before
-	// weight decay), which closed-loop schedules watch.
-	GradNorm float64
-	// ValAUC and TestAUC are the ROC AUC of two-class tasks (HasAUC).
-	HasAUC          bool
-	ValAUC, TestAUC float64
-	// Stop says that a rank asked to stop (Trainer.Stop) during this epoch:
-	// Run returns after it on every rank. Checkpoints do not store it.
-	Stop bool
-}
-
-// TotalBytes returns the epoch's forward and backward halo bytes.
-func (s EpochStats) TotalBytes() (fwd, bwd int64) {
-	for l := range s.BytesFwd {
-		fwd += s.BytesFwd[l]
-		bwd += s.BytesBwd[l]
-	}
-	return fwd, bwd
-}
-
-// Summary is the result of a run: the test accuracy at the best validation
-// accuracy (earliest epoch on ties) and at the last epoch.
-type Summary struct {
-	BestValAcc    float64
-	BestEpoch     int
-	TestAtBestVal float64
-	FinalTestAcc  float64
-	Epochs        int
-	Seconds       float64
-	BytesTotal    int64 // halo bytes over all epochs, ranks and directions
-	// For two-class tasks: the test ROC AUC at the best validation AUC.
-	BestValAUC, TestAtBestValAUC float64
-}
-
-// add accounts for one finished epoch.
-func (s *Summary) add(st EpochStats) {
-	if st.ValAcc > s.BestValAcc {
-		s.BestValAcc, s.BestEpoch, s.TestAtBestVal = st.ValAcc, st.Epoch, st.TestAcc
-	}
-	if st.HasAUC && st.ValAUC > s.BestValAUC {
-		s.BestValAUC, s.TestAtBestValAUC = st.ValAUC, st.TestAUC
-	}
-	s.FinalTestAcc = st.TestAcc
-	f, b := st.TotalBytes()
-	s.BytesTotal += f + b
-	s.Epochs = st.Epoch + 1
-}
-
 // Trainer runs full-batch training of one model on one rank.
 type Trainer struct {
 	Model  *Model
 	Config TrainConfig
-	Halo   Halo
+	// Halo and Reduce reach the other ranks; both are nil for a run of
+	// one rank.
+	Halo   halo.Exchanger
 	Reduce Reducer
-	// Compress, when set, encodes the halo exchanges of training passes
-	// (and of evaluation passes with EvalCompressed) at its schedule's rate.
-	Compress *Compression
-	step     int
+	// comp is the halo compression, nil for none.
+	comp *compression
+	step int
 	// next is the first epoch Run trains and past the summary of the
 	// epochs before it (both set by Resume).
 	next int
-	past Summary
+	past metrics.Summary
 	// Stop, if set, is called by every rank once per epoch, before the
 	// epoch's results are reduced over ranks; when it returns true on any
 	// rank, every rank finishes the epoch and Run returns a *StoppedError
@@ -131,56 +64,56 @@ type Trainer struct {
 	// The watchdog's names of the per-epoch all-reduces (comm.Label).
 	gradOps   []comm.Op
 	metricsOp comm.Op
-	// scal holds everything reduced over ranks once per epoch: loss,
-	// correct counts, the stop flag, then per layer the training bytes (forward,
-	// backward), the evaluation bytes, and the compression error sums.
-	scal []float64
+	sums      *sums
+	// Per-layer codecs of the epoch, reused.
+	fwd, bwd, raw []codec.Spec
 }
 
-// Indices into Trainer.scal; per-layer blocks of Layers entries follow.
-const (
-	scalLoss = iota
-	scalTrain
-	scalValid
-	scalTest
-	scalStop   // ranks that asked to stop
-	scalLayers // start of the per-layer blocks, in the order below
-)
-
-const (
-	blockFwd = iota
-	blockBwd
-	blockEval
-	blockErrSq
-	blockNormSq
-	numBlocks
-)
-
-// binary reports whether the task has two classes, for which the trainer
-// also measures ROC AUC from score histograms appended to scal (validation
-// then test, kernels.ScoreBins per class each).
-func (t *Trainer) binary() bool { return t.Model.Config.Classes == 2 }
-
-// hist returns the score histogram of split 0 (validation) or 1 (test).
-func (t *Trainer) hist(split int) []float64 {
-	start := scalLayers + numBlocks*t.Model.Config.Layers + split*2*kernels.ScoreBins
-	return t.scal[start : start+2*kernels.ScoreBins]
+// sums is what an epoch adds up over the ranks, in one vector so that one
+// all-reduce carries it, with a named view of every part.
+type sums struct {
+	v                        []float64
+	loss, train, valid, test *float64
+	stop                     *float64 // ranks that asked to stop
+	fwd, bwd, eval           []float64
+	errSq, normSq            []float64 // per layer: the forward payloads' compression error
+	valHist, testHist        []float64 // score histograms, two-class tasks only
 }
 
-// NewTrainer checks cfg and ties a model to its communication.
-func NewTrainer(m *Model, cfg TrainConfig, halo Halo, reduce Reducer) (*Trainer, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	if m.local.GlobalTrain == 0 {
-		return nil, fmt.Errorf("the split has no training nodes")
-	}
-	n := scalLayers + numBlocks*m.Config.Layers
-	if m.Config.Classes == 2 {
+func newSums(layers int, binary bool) *sums {
+	n := 5 + 5*layers
+	if binary {
 		n += 2 * 2 * kernels.ScoreBins
 	}
-	t := &Trainer{Model: m, Config: cfg, Halo: halo, Reduce: reduce, scal: make([]float64, n),
-		past: Summary{BestValAcc: -1, BestValAUC: -1}, metricsOp: comm.Op{Name: "metrics all-reduce"}}
+	s := &sums{v: make([]float64, n)}
+	s.loss, s.train, s.valid, s.test, s.stop = &s.v[0], &s.v[1], &s.v[2], &s.v[3], &s.v[4]
+	rest := s.v[5:]
+	next := func(k int) []float64 { b := rest[:k:k]; rest = rest[k:]; return b }
+	s.fwd, s.bwd, s.eval, s.errSq, s.normSq = next(layers), next(layers), next(layers), next(layers), next(layers)
+	if binary {
+		s.valHist, s.testHist = next(2*kernels.ScoreBins), next(2*kernels.ScoreBins)
+	}
+	return s
+}
+
+// NewTrainer checks the settings and ties a model to its communication
+// (x and r nil for a run of one rank).
+func NewTrainer(m *Model, cfg TrainConfig, cc CompressConfig, x halo.Exchanger, r Reducer) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	comp, err := cc.build(cfg.Epochs)
+	if err != nil {
+		return nil, err
+	}
+	if m.view.GlobalTrain == 0 {
+		return nil, fmt.Errorf("the split has no training nodes")
+	}
+	layers := m.Config.Layers
+	t := &Trainer{Model: m, Config: cfg, Halo: x, Reduce: r, comp: comp,
+		sums: newSums(layers, m.Config.Classes == 2), past: metrics.NewSummary(),
+		metricsOp: comm.Op{Name: "metrics all-reduce"},
+		fwd:       make([]codec.Spec, layers), bwd: make([]codec.Spec, layers), raw: make([]codec.Spec, layers)}
 	for _, p := range m.Params {
 		t.gradOps = append(t.gradOps, comm.Op{Name: "gradient all-reduce of " + p.Name})
 	}
@@ -190,39 +123,46 @@ func NewTrainer(m *Model, cfg TrainConfig, halo Halo, reduce Reducer) (*Trainer,
 // Step is the number of optimizer steps taken (Adam's t).
 func (t *Trainer) Step() int { return t.step }
 
+// Adaptive is the run's closed-loop schedule, nil for the others (whose
+// rates depend on the epoch alone): its state is part of a checkpoint.
+func (t *Trainer) Adaptive() *Adaptive {
+	if t.comp == nil {
+		return nil
+	}
+	a, _ := t.comp.schedule.(*Adaptive)
+	return a
+}
+
+// ScheduleName describes the compression schedule ("" without compression).
+func (t *Trainer) ScheduleName() string {
+	if t.comp == nil {
+		return ""
+	}
+	return t.comp.schedule.Name()
+}
+
 // Resume makes Run continue a run whose epochs in history are done: the
 // caller has restored the parameters, Adam's moments and the schedule's
 // state from that run; Resume sets Adam's step and accounts the history in
 // the summary.
-func (t *Trainer) Resume(step int, history []EpochStats) error {
+func (t *Trainer) Resume(step int, history []metrics.Epoch) error {
 	if len(history) > t.Config.Epochs {
 		return fmt.Errorf("resume after %d epochs of a %d-epoch run", len(history), t.Config.Epochs)
 	}
 	t.step, t.next = step, len(history)
 	for _, st := range history {
-		t.past.add(st)
+		t.past.Add(st)
 	}
 	return nil
 }
 
-// block returns layer-indexed block b of scal.
-func (t *Trainer) block(b int) []float64 {
-	n := t.Model.Config.Layers
-	return t.scal[scalLayers+b*n : scalLayers+(b+1)*n]
-}
-
-// setCodecs switches every layer's exchange to the given codecs (nil: raw).
-func (t *Trainer) setCodecs(fwd, bwd []comm.Codec) {
-	cx, ok := t.Halo.(Compressible)
-	if !ok {
+// setCodecs switches every layer's exchange to the given codecs.
+func (t *Trainer) setCodecs(fwd, bwd []codec.Spec) {
+	if t.Halo == nil {
 		return
 	}
-	for l := 0; l < t.Model.Config.Layers; l++ {
-		var f, b comm.Codec
-		if fwd != nil {
-			f, b = fwd[l], bwd[l]
-		}
-		cx.SetCodecs(l, f, b)
+	for l := range fwd {
+		t.Halo.SetCodecs(l, fwd[l], bwd[l])
 	}
 }
 
@@ -230,48 +170,55 @@ func (t *Trainer) setCodecs(fwd, bwd []comm.Codec) {
 // accuracies. The accuracies come from the training forward pass, or from an
 // extra evaluation pass when that one differs (dropout, or compression with
 // full-precision evaluation). Evaluation traffic is counted apart from the
-// training traffic that a communication budget is about.
-func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
+// training traffic that a communication budget is about. bytesBefore is the
+// run's halo bytes before this epoch (for the record's running total).
+func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 	start := time.Now()
-	m, loc, dev := t.Model, t.Model.local, t.Model.dev
+	m, v, dev, s := t.Model, t.Model.view, t.Model.dev, t.sums
 	layers := m.Config.Layers
-	clear(t.scal)
-	st := EpochStats{Epoch: epoch, Rates: make([]float64, layers), Bits: make([]int, layers), HasAUC: t.binary()}
+	clear(s.v)
+	st := metrics.Epoch{Epoch: epoch, Rates: make([]float64, layers), Bits: make([]int, layers)}
 	for l := range st.Bits {
 		st.Rates[l], st.Bits[l] = 1, 32
 	}
-	var fwdCodecs, bwdCodecs []comm.Codec
-	if c := t.Compress; c != nil {
-		c.Schedule.Rates(epoch, st.Rates)
-		var err error
-		if fwdCodecs, bwdCodecs, st.Bits, err = c.codecs(st.Rates, m.ExchangeWidths()); err != nil {
-			return EpochStats{}, err
+	if c := t.comp; c != nil {
+		c.schedule.Rates(epoch, st.Rates)
+		if err := c.codecs(st.Rates, m.ExchangeWidths(), t.fwd, t.bwd, st.Bits); err != nil {
+			return metrics.Epoch{}, err
 		}
-		if cx, ok := t.Halo.(Compressible); ok {
-			cx.SetEpoch(c.Seed, epoch)
+		if t.Halo != nil {
+			t.Halo.SetEpoch(m.Config.Seed, epoch)
 		}
 	}
-	meter, metered := t.Halo.(Metered)
-	if metered {
+	var meter *halo.Meter
+	if t.Halo != nil {
+		meter = t.Halo.Meter()
 		meter.Reset()
 	}
-	separateEval := m.Config.Dropout > 0 || (fwdCodecs != nil && !t.Compress.EvalCompressed)
+	fwdCodecs, bwdCodecs := t.raw, t.raw
+	if t.comp != nil {
+		fwdCodecs, bwdCodecs = t.fwd, t.bwd
+	}
+	evalCompressed := t.comp != nil && t.comp.evalCompressed
+	separateEval := m.Config.Dropout > 0 || (t.comp != nil && !evalCompressed)
 	if separateEval {
-		if t.Compress != nil && t.Compress.EvalCompressed {
+		// An evaluation pass of its own, at the epoch's rates or raw.
+		if evalCompressed {
 			t.setCodecs(fwdCodecs, bwdCodecs)
 		} else {
-			t.setCodecs(nil, nil)
+			t.setCodecs(t.raw, t.raw)
 		}
 		logits, err := m.Forward(t.Halo, false, epoch)
 		if err != nil {
-			return EpochStats{}, err
+			return metrics.Epoch{}, err
 		}
 		t.count(logits)
-		if metered {
+		if meter != nil {
 			evalBytes, unused := make([]int64, layers), make([]int64, layers)
-			st.HaloSeconds += meter.LayerBytes(evalBytes, unused)
+			meter.AddBytes(evalBytes, unused)
+			st.HaloSeconds += meter.Seconds
 			for l, b := range evalBytes {
-				t.block(blockEval)[l] = float64(b)
+				s.eval[l] = float64(b)
 			}
 			meter.Reset()
 		}
@@ -279,61 +226,63 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 	t.setCodecs(fwdCodecs, bwdCodecs)
 	logits, err := m.Forward(t.Halo, true, epoch)
 	if err != nil {
-		return EpochStats{}, err
+		return metrics.Epoch{}, err
 	}
 	if !separateEval {
 		t.count(logits)
 	}
-	t.scal[scalLoss] = dev.SoftmaxCrossEntropy(logits, loc.Labels, loc.Train, float32(1/float64(loc.GlobalTrain)), m.dlogits)
+	*s.loss = dev.SoftmaxCrossEntropy(logits, v.Labels, v.Train, float32(1/float64(v.GlobalTrain)), m.dlogits)
 	if err := m.Backward(t.Halo, m.dlogits); err != nil {
-		return EpochStats{}, err
+		return metrics.Epoch{}, err
 	}
 	fwd, bwd := make([]int64, layers), make([]int64, layers)
-	if metered {
-		st.HaloSeconds += meter.LayerBytes(fwd, bwd)
-		for l := 0; l < layers; l++ {
-			t.block(blockFwd)[l], t.block(blockBwd)[l] = float64(fwd[l]), float64(bwd[l])
+	if meter != nil {
+		meter.AddBytes(fwd, bwd)
+		st.HaloSeconds += meter.Seconds
+		for l := range layers {
+			s.fwd[l], s.bwd[l] = float64(fwd[l]), float64(bwd[l])
 		}
-	}
-	if cx, ok := t.Halo.(Compressible); ok {
-		cx.CompErrors(t.block(blockErrSq), t.block(blockNormSq))
-		st.CodecSeconds = cx.CodecSeconds()
+		meter.AddErrors(s.errSq, s.normSq)
+		st.CodecSeconds = meter.CodecSeconds
 	}
 	reduceStart := time.Now()
 	for i, p := range m.Params {
-		comm.Label(t.Reduce, &t.gradOps[i])
-		if err := allReduceGrad(t.Reduce, dev, p); err != nil {
-			return EpochStats{}, fmt.Errorf("gradient all-reduce of %s: %w", p.Name, err)
+		if t.Reduce != nil {
+			comm.Label(t.Reduce, &t.gradOps[i])
+			if err := t.Reduce.AllReduceMat(p.g); err != nil {
+				return metrics.Epoch{}, fmt.Errorf("gradient all-reduce of %s: %w", p.Name, err)
+			}
 		}
 		st.GradNorm += dev.SumSquares(p.g)
 	}
 	st.GradNorm = math.Sqrt(st.GradNorm)
 	if t.Stop != nil && t.Stop(epoch) {
-		t.scal[scalStop] = 1
+		*s.stop = 1
 	}
-	comm.Label(t.Reduce, &t.metricsOp)
-	if err := t.Reduce.AllReduceFloat64(t.scal); err != nil {
-		return EpochStats{}, fmt.Errorf("metrics all-reduce: %w", err)
+	if t.Reduce != nil {
+		comm.Label(t.Reduce, &t.metricsOp)
+		if err := t.Reduce.AllReduceFloat64(s.v); err != nil {
+			return metrics.Epoch{}, fmt.Errorf("metrics all-reduce: %w", err)
+		}
 	}
 	st.CommSeconds = st.HaloSeconds + time.Since(reduceStart).Seconds()
 	// Byte counts stay exact in float64 up to 2^53.
-	st.BytesFwd, st.BytesBwd, st.BytesEval = fwd, bwd, make([]int64, layers)
+	st.BytesFwdLayer, st.BytesBwdLayer, st.BytesEvalLayer = fwd, bwd, make([]int64, layers)
 	st.CompError = make([]float64, layers)
-	for l := 0; l < layers; l++ {
-		fwd[l], bwd[l] = int64(t.block(blockFwd)[l]), int64(t.block(blockBwd)[l])
-		st.BytesEval[l] = int64(t.block(blockEval)[l])
-		st.CompError[l] = comm.CompError(t.block(blockErrSq)[l], t.block(blockNormSq)[l])
+	for l := range layers {
+		fwd[l], bwd[l], st.BytesEvalLayer[l] = int64(s.fwd[l]), int64(s.bwd[l]), int64(s.eval[l])
+		st.CompError[l] = halo.CompError(s.errSq[l], s.normSq[l])
 	}
 	// The loss and the gradient are the same on every rank (all-reduced):
 	// every rank stops at the same epoch, before Adam spoils the parameters.
-	st.Loss = t.scal[scalLoss] / float64(loc.GlobalTrain)
+	st.Loss = *s.loss / float64(v.GlobalTrain)
 	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
-		return EpochStats{}, &DivergedError{Epoch: epoch, What: "loss", Value: st.Loss}
+		return metrics.Epoch{}, &DivergedError{Epoch: epoch, What: "loss", Value: st.Loss}
 	}
 	if math.IsNaN(st.GradNorm) || math.IsInf(st.GradNorm, 0) {
-		return EpochStats{}, &DivergedError{Epoch: epoch, What: "gradient norm", Value: st.GradNorm}
+		return metrics.Epoch{}, &DivergedError{Epoch: epoch, What: "gradient norm", Value: st.GradNorm}
 	}
-	st.Stop = t.scal[scalStop] > 0
+	st.Stop = *s.stop > 0
 	t.step++
 	c := t.Config
 	for _, p := range m.Params {
@@ -343,27 +292,40 @@ func (t *Trainer) Epoch(epoch int) (EpochStats, error) {
 		}
 		dev.Adam(p.w, p.g, p.m, p.v, t.step, c.LR, c.Beta1, c.Beta2, c.Eps, wd)
 	}
-	st.TrainAcc = t.scal[scalTrain] / float64(loc.GlobalTrain)
-	st.ValAcc = t.scal[scalValid] / float64(loc.GlobalValid)
-	st.TestAcc = t.scal[scalTest] / float64(loc.GlobalTest)
-	if st.HasAUC {
-		st.ValAUC, st.TestAUC = kernels.AUC(t.hist(0)), kernels.AUC(t.hist(1))
+	st.TrainAcc = *s.train / float64(v.GlobalTrain)
+	st.ValAcc = *s.valid / float64(v.GlobalValid)
+	st.TestAcc = *s.test / float64(v.GlobalTest)
+	if s.valHist != nil {
+		st.ValAUC, st.TestAUC = auc(s.valHist), auc(s.testHist)
 	}
-	if o, ok := t.Compress.schedule().(Observer); ok {
-		o.Observe(st)
+	if t.comp != nil {
+		if o, ok := t.comp.schedule.(Observer); ok {
+			o.Observe(&st)
+		}
 	}
 	st.Seconds = time.Since(start).Seconds()
+	st.Derive(bytesBefore)
 	return st, nil
 }
 
+// auc is the ROC AUC of a score histogram, nil where it is undefined (a
+// split without one of the classes).
+func auc(hist []float64) *float64 {
+	a := kernels.AUC(hist)
+	if math.IsNaN(a) {
+		return nil
+	}
+	return &a
+}
+
 func (t *Trainer) count(logits *kernels.Mat) {
-	loc, dev := t.Model.local, t.Model.dev
-	t.scal[scalTrain] = float64(dev.CountCorrect(logits, loc.Labels, loc.Train))
-	t.scal[scalValid] = float64(dev.CountCorrect(logits, loc.Labels, loc.Valid))
-	t.scal[scalTest] = float64(dev.CountCorrect(logits, loc.Labels, loc.Test))
-	if t.binary() {
-		dev.ScoreHistogram(logits, loc.Labels, loc.Valid, t.hist(0))
-		dev.ScoreHistogram(logits, loc.Labels, loc.Test, t.hist(1))
+	v, dev, s := t.Model.view, t.Model.dev, t.sums
+	*s.train = float64(dev.CountCorrect(logits, v.Labels, v.Train))
+	*s.valid = float64(dev.CountCorrect(logits, v.Labels, v.Valid))
+	*s.test = float64(dev.CountCorrect(logits, v.Labels, v.Test))
+	if s.valHist != nil {
+		dev.ScoreHistogram(logits, v.Labels, v.Valid, s.valHist)
+		dev.ScoreHistogram(logits, v.Labels, v.Test, s.testHist)
 	}
 }
 
@@ -393,17 +355,17 @@ func (e *StoppedError) Error() string {
 // those given to Resume), calling report (if non-nil) after each; a report
 // error stops training, and so does a stop request (Stop), after the
 // epoch's report, with a *StoppedError.
-func (t *Trainer) Run(report func(EpochStats) error) (Summary, error) {
+func (t *Trainer) Run(report func(*metrics.Epoch) error) (metrics.Summary, error) {
 	start := time.Now()
 	s := t.past
 	for e := t.next; e < t.Config.Epochs; e++ {
-		st, err := t.Epoch(e)
+		st, err := t.Epoch(e, s.BytesTotal)
 		if err != nil {
 			return s, err
 		}
-		s.add(st)
+		s.Add(st)
 		if report != nil {
-			if err := report(st); err != nil {
+			if err := report(&st); err != nil {
 				return s, err
 			}
 		}

@@ -16,6 +16,13 @@ type Mat struct {
 	Ptr        uintptr
 }
 
+// Bytes is a byte buffer in an accelerator's memory: a halo payload on the
+// GPU, in the wire format of comm/codec.
+type Bytes struct {
+	Ptr uintptr
+	Len int
+}
+
 // NewMat allocates a zeroed rows x cols matrix in host memory.
 func NewMat(rows, cols int) *Mat {
 	return &Mat{Rows: rows, Cols: cols, Data: make([]float32, rows*cols)}

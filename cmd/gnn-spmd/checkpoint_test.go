@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gnn-spmd/gnn-spmd/ckpt"
+	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
+	"github.com/gnn-spmd/gnn-spmd/gnn/job"
 )
 
 // genGraph writes a generated 2000-node, 4-class graph into dir.
@@ -138,8 +139,8 @@ func TestMPIResume(t *testing.T) {
 func wantBadInput(t *testing.T, code int, stderr string, want ...string) {
 	t.Helper()
 	t.Log(strings.TrimSpace(stderr))
-	if code != exitBadInput {
-		t.Fatalf("exit code %d, want %d; stderr: %s", code, exitBadInput, stderr)
+	if code != job.ExitBadInput {
+		t.Fatalf("exit code %d, want %d; stderr: %s", code, job.ExitBadInput, stderr)
 	}
 	if n := strings.Count(stderr, "\n"); n != 1 {
 		t.Errorf("want a one-line error, got %d lines: %q", n, stderr)
@@ -210,7 +211,7 @@ func TestCheckpointAtomic(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, stderr := runCLI("train", "--data", g, "--epochs", "4", "--hidden", "8", "--quiet", "--checkpoint", ck, "--checkpoint-every", "2")
-	if code != exitFailure || !strings.Contains(stderr, "c.h5") {
+	if code != job.ExitFailure || !strings.Contains(stderr, "c.h5") {
 		t.Fatalf("write into a blocked path: exit %d, %q; want exit 1 naming c.h5", code, stderr)
 	}
 	if after, _ := os.ReadFile(ck); !bytes.Equal(before, after) {
@@ -226,8 +227,8 @@ func TestCheckpointAtomic(t *testing.T) {
 	if b, _ := os.ReadFile(stale); string(b) != "half a checkpoint" {
 		t.Errorf("a stale temporary file was touched")
 	}
-	if c := readCheckpoint(t, ck+".1"); c.Config.Ranks != 2 {
-		t.Errorf("%s.1 is not the previous checkpoint: %d ranks", ck, c.Config.Ranks)
+	if c := readCheckpoint(t, ck+".1"); c.Config.Data.Ranks != 2 {
+		t.Errorf("%s.1 is not the previous checkpoint: %d ranks", ck, c.Config.Data.Ranks)
 	}
 }
 

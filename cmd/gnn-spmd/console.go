@@ -10,7 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gnn-spmd/gnn-spmd/gnn"
+	"github.com/gnn-spmd/gnn-spmd/gnn/job"
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
 // console is the terminal side of a run: the per-epoch output on stdout (a
@@ -37,7 +38,7 @@ func newConsole(stdout, stderr io.Writer, progress string) *console {
 	case "bar":
 		c.bar = true
 	case "auto":
-		c.bar = tty && !underMPI()
+		c.bar = tty && !job.UnderMPI()
 	}
 	if tty {
 		if w := terminalWidth(f.Fd()); w > 0 {
@@ -52,6 +53,17 @@ func (c *console) setOut(w io.Writer) {
 	c.mu.Lock()
 	c.out = w
 	c.mu.Unlock()
+}
+
+// stdout is a writer to stdout (or to what setOut put in its place).
+func (c *console) stdout() io.Writer { return consoleOut{c} }
+
+type consoleOut struct{ c *console }
+
+func (w consoleOut) Write(p []byte) (int, error) {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.c.out.Write(p)
 }
 
 // stderr is a writer to stderr that keeps the progress bar whole.
@@ -99,12 +111,11 @@ type progress struct {
 	total      int       // epochs of the run
 	first      int       // first epoch this process trains (after a resume)
 	start      time.Time // when that epoch began
-	bytesCum   int64
 	multiRanks bool
 }
 
 // line is the bar after epoch s.
-func (p *progress) line(s gnn.EpochStats, bytesCum int64) string {
+func (p *progress) line(s *metrics.Epoch) string {
 	if p.start.IsZero() {
 		p.first = s.Epoch
 		p.start = time.Now().Add(-time.Duration(s.Seconds * float64(time.Second)))
@@ -120,7 +131,7 @@ func (p *progress) line(s gnn.EpochStats, bytesCum int64) string {
 	line := fmt.Sprintf("epoch %d/%d [%s] %3.0f%%  ETA %s  loss %.4f  train %.4f  val %.4f  %s/epoch",
 		done, p.total, bar, 100*frac, shortDuration(eta), s.Loss, s.TrainAcc, s.ValAcc, shortDuration(perEpoch))
 	if p.multiRanks {
-		line += "  sent " + humanBytes(bytesCum)
+		line += "  sent " + humanBytes(s.BytesCum)
 		if rates := rateText(s.Rates); rates != "" {
 			line += "  rate " + rates
 		}

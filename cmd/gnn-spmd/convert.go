@@ -13,15 +13,16 @@ func runConvert(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("convert", "convert --data DIR --out FILE.h5 [--add-inverse] [--self-loops]", stderr)
 	dir := fs.String("data", "", "OGB-layout dataset directory")
 	out := fs.String("out", "", "output dataset file (.h5)")
-	build := buildFlags(fs.FlagSet)
-	if err := fs.parse(args); err != nil {
+	var build data.BuildOptions
+	buildFlags(fs.FlagSet, &build)
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *dir == "" || *out == "" {
 		return usagef("convert: --data and --out are required")
 	}
 	start := time.Now()
-	ds, err := data.LoadOGB(*dir, data.OGBOptions{Build: *build})
+	ds, err := data.LoadOGB(*dir, data.OGBOptions{Build: build})
 	if err != nil {
 		return err
 	}
@@ -33,10 +34,9 @@ func runConvert(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// buildFlags registers the edge-list options shared by convert and train.
-func buildFlags(fs *flag.FlagSet) *data.BuildOptions {
-	b := &data.BuildOptions{}
+// buildFlags registers the edge-list options shared by convert, partition
+// and train.
+func buildFlags(fs *flag.FlagSet, b *data.BuildOptions) {
 	fs.BoolVar(&b.AddInverse, "add-inverse", false, "OGB input: also add the reverse of every edge (ogbn-arxiv is directed)")
 	fs.BoolVar(&b.AddSelfLoops, "self-loops", false, "OGB input: add a self-loop to every node that lacks one")
-	return b
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/gnn-spmd/gnn-spmd/ckpt"
+	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
 )
 
 func runExport(args []string, stdout, stderr io.Writer) error {
@@ -12,7 +12,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	in := fs.String("checkpoint", "", "checkpoint written by train --checkpoint")
 	format := fs.String("format", "npz", "output format: npz (NumPy: one float32 [rows, cols] array per parameter, named after it)")
 	out := fs.String("out", "", "output file")
-	if err := fs.parse(args); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	switch {

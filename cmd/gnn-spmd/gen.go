@@ -22,7 +22,7 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	communities := fs.Int("communities", 0, "cut the node ids into K contiguous communities (0 = none)")
 	locality := fs.Float64("locality", 0, "fraction of each node's edges drawn inside its community (needs --communities)")
 	seed := fs.Uint64("seed", 0, "random seed (same seed, same graph)")
-	if err := fs.parse(args); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *out == "" {

@@ -6,16 +6,16 @@ import (
 	"io"
 	"os"
 
-	"github.com/gnn-spmd/gnn-spmd/ckpt"
 	"github.com/gnn-spmd/gnn-spmd/data"
-	"github.com/gnn-spmd/gnn-spmd/gnn"
+	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
 func runInspect(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("inspect", "inspect [--json] [--verify] PATH   (a partition directory, a .h5 dataset or a checkpoint)", stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	verify := fs.Bool("verify", false, "check a checkpoint's internal consistency: print ok, or the first problem (exit 2)")
-	if err := fs.parseFlagsOnly(args); err != nil {
+	if err := fs.ParseFlagsOnly(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -133,7 +133,7 @@ func inspectCheckpoint(path string, asJSON, verify bool, stdout io.Writer) error
 	}
 	cfg := &c.Config
 	fmt.Fprintf(stdout, "checkpoint %s: epoch %d of %d, adam step %d; dataset %s (fingerprint %016x), %d ranks, partition %s (id %016x)\n",
-		path, c.Epoch, cfg.Epochs, c.Step, c.DatasetName, cfg.DatasetFingerprint, cfg.Ranks, cfg.PartitionMethod, cfg.PartitionID)
+		path, c.Epoch, cfg.Run.Epochs, c.Step, c.DatasetName, cfg.Data.Fingerprint, cfg.Data.Ranks, cfg.Data.PartitionMethod, cfg.Data.PartitionID)
 	fmt.Fprintf(stdout, "config: %s\n", cfg.Text())
 	for _, p := range c.Params {
 		fmt.Fprintf(stdout, "param %-20s float32 [%d, %d]\n", p.Name, p.Rows, p.Cols)
@@ -141,7 +141,7 @@ func inspectCheckpoint(path string, asJSON, verify bool, stdout io.Writer) error
 	if n := len(c.History); n > 0 {
 		s := c.History[n-1]
 		fmt.Fprintf(stdout, "last epoch %d: loss %.4f, train %.4f, val %.4f, test %.4f, halo bytes %s in all\n",
-			s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, humanBytes(bytesCum(c.History)))
+			s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, humanBytes(s.BytesCum))
 	}
 	return nil
 }
@@ -160,7 +160,7 @@ type ckptSummary struct {
 	DatasetName string         `json:"dataset_name"`
 	Config      map[string]any `json:"config"`
 	Params      []paramSummary `json:"params"`
-	Last        *metricsRow    `json:"last_epoch,omitempty"`
+	Last        *metrics.Epoch `json:"last_epoch,omitempty"`
 }
 
 func checkpointSummary(c *ckpt.Checkpoint) ckptSummary {
@@ -170,18 +170,7 @@ func checkpointSummary(c *ckpt.Checkpoint) ckptSummary {
 		s.Params = append(s.Params, paramSummary{p.Name, "float32", []int{p.Rows, p.Cols}})
 	}
 	if n := len(c.History); n > 0 {
-		row := newMetricsRow(c.History[n-1], bytesCum(c.History))
-		s.Last = &row
+		s.Last = &c.History[n-1]
 	}
 	return s
-}
-
-// bytesCum is the halo bytes of all epochs in h.
-func bytesCum(h []gnn.EpochStats) int64 {
-	var n int64
-	for _, s := range h {
-		f, b := s.TotalBytes()
-		n += f + b
-	}
-	return n
 }

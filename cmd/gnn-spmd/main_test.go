@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gnn-spmd/gnn-spmd/gnn/job"
 )
 
 // writeOGB writes a tiny valid OGB-layout dataset (4 nodes, 2 features,
@@ -90,8 +92,8 @@ func TestBadInput(t *testing.T) {
 			dir := writeOGB(t, c.override, c.truncate)
 			out := filepath.Join(t.TempDir(), "out.h5")
 			code, _, stderr := runCLI("convert", "--data", dir, "--out", out)
-			if code != exitBadInput {
-				t.Fatalf("exit code %d, want %d; stderr: %s", code, exitBadInput, stderr)
+			if code != job.ExitBadInput {
+				t.Fatalf("exit code %d, want %d; stderr: %s", code, job.ExitBadInput, stderr)
 			}
 			t.Log(strings.TrimSpace(stderr))
 			if n := strings.Count(stderr, "\n"); n != 1 {
@@ -147,8 +149,8 @@ func TestBadH5(t *testing.T) {
 			metrics := filepath.Join(dir, "metrics.jsonl")
 			code, _, stderr := runCLI("train", "--data", bad, "--epochs", "1", "--metrics", metrics)
 			t.Log(strings.TrimSpace(stderr))
-			if code != exitBadInput {
-				t.Fatalf("exit code %d, want %d; stderr: %s", code, exitBadInput, stderr)
+			if code != job.ExitBadInput {
+				t.Fatalf("exit code %d, want %d; stderr: %s", code, job.ExitBadInput, stderr)
 			}
 			if n := strings.Count(stderr, "\n"); n != 1 {
 				t.Errorf("want a one-line error, got %d lines: %q", n, stderr)
@@ -223,7 +225,7 @@ func TestUsageErrors(t *testing.T) {
 		{"gen", "--out", "x.h5", "--homophily", "1.5"},
 	} {
 		code, _, stderr := runCLI(args...)
-		if code != exitBadInput || strings.Count(stderr, "\n") != 1 {
+		if code != job.ExitBadInput || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line", args, code, stderr)
 		}
 	}
@@ -261,7 +263,8 @@ func TestNoComm(t *testing.T) {
 
 // TestCompressedRunMetrics: a compressed 4-rank run reports per-layer rates,
 // bits, errors and the gradient norm on every line and its rates on stdout;
-// a two-class task adds ROC AUC; plot draws the file.
+// a two-class task adds ROC AUC; plot (handed to gnn-results, here built
+// onto PATH) draws the file.
 func TestCompressedRunMetrics(t *testing.T) {
 	dir := t.TempDir()
 	g := filepath.Join(dir, "g.h5")
@@ -306,6 +309,11 @@ func TestCompressedRunMetrics(t *testing.T) {
 			t.Errorf("%s: summary lacks test_at_best_val_auc: %s", sched, lines[len(lines)-1])
 		}
 	}
+	bin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", bin, "../gnn-results").CombinedOutput(); err != nil {
+		t.Fatalf("building gnn-results: %v\n%s", err, out)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	prefix := filepath.Join(dir, "fig")
 	if code, _, stderr := runCLI("plot", "--out", prefix, "varco="+filepath.Join(dir, "varco.jsonl"), "adaptive="+filepath.Join(dir, "adaptive.jsonl")); code != 0 {
 		t.Fatalf("plot: %s", stderr)
@@ -313,7 +321,7 @@ func TestCompressedRunMetrics(t *testing.T) {
 	if _, err := os.Stat(prefix + "-acc-bytes.png"); err != nil {
 		t.Error(err)
 	}
-	if code, _, stderr := runCLI("train", "--data", g, "--schedule", "nosuch", "--codec", "quant"); code != exitBadInput || !strings.Contains(stderr, "adaptive") {
+	if code, _, stderr := runCLI("train", "--data", g, "--schedule", "nosuch", "--codec", "quant"); code != job.ExitBadInput || !strings.Contains(stderr, "adaptive") {
 		t.Errorf("unknown schedule: exit %d, %q", code, stderr)
 	}
 }

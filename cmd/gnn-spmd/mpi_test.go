@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gnn-spmd/gnn-spmd/gnn/job"
 )
 
 // TestMain lets mpirun start this test binary as the CLI: with
@@ -221,13 +223,13 @@ func TestMPIWrongWorldSize(t *testing.T) {
 	cmd := mpirunCmd(ctx, t, 3, "train", "--parts", dir, "--epochs", "1")
 	b, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitBadInput {
-		t.Fatalf("want exit %d, got %v\n%s", exitBadInput, err, b)
+	if !errors.As(err, &ee) || ee.ExitCode() != job.ExitBadInput {
+		t.Fatalf("want exit %d, got %v\n%s", job.ExitBadInput, err, b)
 	}
 	if !strings.Contains(string(b), "job has 3 ranks") {
 		t.Errorf("message does not say the world size: %s", b)
 	}
-	if code, _, stderr := runCLI("train", "--parts", dir, "--ranks", "3", "--epochs", "1"); code != exitBadInput || !strings.Contains(stderr, "3 ranks") {
+	if code, _, stderr := runCLI("train", "--parts", dir, "--ranks", "3", "--epochs", "1"); code != job.ExitBadInput || !strings.Contains(stderr, "3 ranks") {
 		t.Errorf("--ranks 3: exit %d, %q", code, stderr)
 	}
 }

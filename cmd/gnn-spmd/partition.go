@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/gnn/job"
 )
 
 func runPartition(args []string, stdout, stderr io.Writer) error {
@@ -17,8 +18,9 @@ func runPartition(args []string, stdout, stderr io.Writer) error {
 	splitName := fs.String("split", "", "split whose training nodes METIS balances and the parts carry (default: the first)")
 	seed := fs.Uint64("seed", 0, "partitioner seed")
 	normalize := fs.Bool("normalize-features", false, "scale every feature row to unit L1 norm before writing the parts")
-	build := buildFlags(fs.FlagSet)
-	if err := fs.parse(args); err != nil {
+	var build data.BuildOptions
+	buildFlags(fs.FlagSet, &build)
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	switch {
@@ -30,14 +32,14 @@ func runPartition(args []string, stdout, stderr io.Writer) error {
 		return usagef("partition: --method: got %q, expected metis or random", *method)
 	}
 	start := time.Now()
-	ds, err := data.Load(*path, data.OGBOptions{Build: *build})
+	ds, err := data.Load(*path, data.OGBOptions{Build: build})
 	if err != nil {
 		return err
 	}
 	if *normalize {
 		ds.NormalizeFeatureRows()
 	}
-	split, err := pickSplit(ds, *splitName)
+	split, err := job.PickSplit(ds, *splitName)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gnn-spmd/gnn-spmd/comm"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
@@ -331,81 +330,5 @@ func TestGatherScatter(t *testing.T) {
 			}
 		}
 		same(t, "ScatterAddRows", down(d, gdst), dst.Data)
-	}
-}
-
-// TestCodecs: a GPU payload is byte-identical to the CPU codec's (so each
-// side decodes the other's), and decoding matches too; rows are gathered
-// through an index list as the exchange does, including constant rows.
-func TestCodecs(t *testing.T) {
-	d := device(t)
-	rng := rand.New(rand.NewPCG(15, 16))
-	var codecs []comm.Codec
-	for b := 1; b <= 8; b++ {
-		codecs = append(codecs, comm.Quant(b))
-	}
-	codecs = append(codecs, comm.Quant(16), comm.Trunc(1), comm.Trunc(3), comm.Trunc(128))
-	for _, s := range shapes {
-		src := randMat(rng, s[0]+2, s[1])
-		if s[0] > 3 {
-			for j := range s[1] {
-				src.Data[2*s[1]+j] = 1.5 // a constant row
-			}
-		}
-		gsrc := up(d, src)
-		ids := make([]int32, s[0])
-		for i := range ids {
-			ids[i] = int32(s[0] + 1 - i)
-		}
-		rows := kernels.NewMat(s[0], s[1])
-		for k, r := range ids {
-			copy(rows.Row(k), src.Row(int(r)))
-		}
-		for _, c := range codecs {
-			what := fmt.Sprintf("%s %v", c.Name(), s)
-			n := c.WireSize(s[0], s[1])
-			want := make([]byte, n)
-			c.Encode(want, rows.Data, s[0], s[1], 99)
-			buf := d.NewBytes(n)
-			spec := comm.SpecOf(c)
-			switch {
-			case spec.Kind == "trunc":
-				d.TruncEncode(spec.Keep(s[1]), ids, gsrc, buf.Ptr)
-			case spec.Bits == 16:
-				d.BF16Encode(ids, gsrc, buf.Ptr, 99)
-			default:
-				d.QuantEncode(spec.Bits, ids, gsrc, buf.Ptr, 99)
-			}
-			got := make([]byte, n)
-			d.DownloadBytes(got, buf)
-			for i := range got {
-				if got[i] != want[i] {
-					t.Fatalf("%s: payload byte %d is %#x, CPU %#x", what, i, got[i], want[i])
-				}
-			}
-			dec := make([]float32, s[0]*s[1])
-			c.Decode(dec, want, s[0], s[1])
-			gdec := d.NewMat(s[0], s[1])
-			switch {
-			case spec.Kind == "trunc":
-				d.TruncDecode(spec.Keep(s[1]), buf.Ptr, gdec)
-			case spec.Bits == 16:
-				d.BF16Decode(buf.Ptr, gdec)
-			default:
-				d.QuantDecode(spec.Bits, buf.Ptr, gdec)
-			}
-			same(t, what+" decode", down(d, gdec), dec)
-			e, nrm := d.SqDiff(ids, gsrc, gdec)
-			var we, wn float64
-			for i, v := range rows.Data {
-				x := float64(v) - float64(dec[i])
-				we += x * x
-				wn += float64(v) * float64(v)
-			}
-			if math.Abs(e-we) > 1e-9*max(we, 1e-30) || math.Abs(nrm-wn) > 1e-9*max(wn, 1e-30) {
-				t.Fatalf("%s: SqDiff %v %v, CPU %v %v", what, e, nrm, we, wn)
-			}
-			d.Free(buf)
-		}
 	}
 }

@@ -16,19 +16,13 @@ import (
 // list: gathering and encoding in one pass); it is an index slice, fixed
 // for the run.
 
-// Bytes is a buffer in device memory.
-type Bytes struct {
-	Ptr uintptr
-	Len int
-}
-
 // NewBytes allocates n bytes of device memory.
-func (d *Device) NewBytes(n int) Bytes {
-	return Bytes{uintptr(d.alloc("a payload buffer", int64(n))), n}
+func (d *Device) NewBytes(n int) kernels.Bytes {
+	return kernels.Bytes{Ptr: uintptr(d.alloc("a payload buffer", int64(n))), Len: n}
 }
 
 // Free releases a buffer from NewBytes.
-func (d *Device) Free(b Bytes) {
+func (d *Device) Free(b kernels.Bytes) {
 	if b.Ptr != 0 {
 		fail("free", cu.MemFree(cu.DevicePtr(b.Ptr)))
 		delete(d.allocs, cu.DevicePtr(b.Ptr))
@@ -36,7 +30,7 @@ func (d *Device) Free(b Bytes) {
 }
 
 // DownloadBytes copies a payload to the host (tests, debugging).
-func (d *Device) DownloadBytes(dst []byte, src Bytes) {
+func (d *Device) DownloadBytes(dst []byte, src kernels.Bytes) {
 	if len(dst) != src.Len {
 		panic(fmt.Sprintf("cuda: DownloadBytes: %d bytes into %d", src.Len, len(dst)))
 	}

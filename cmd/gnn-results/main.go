@@ -1,0 +1,31 @@
+// Command gnn-results analyses finished training runs: it plots their
+// metrics files, compares them, and writes the results report of an
+// experiment grid. It is the only binary that links the plotting library.
+package main
+
+import (
+	"io"
+	"os"
+
+	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
+)
+
+var commands = []cli.Command{
+	{Name: "plot", Summary: "plot accuracy against bytes and epochs, and rates, from metrics files", Run: runPlot},
+	{Name: "compare", Summary: "print accuracy and halo bytes of finished runs against the first", Run: runCompare},
+	{Name: "report", Summary: "write the Markdown results report (tables, claims, figures) of a results directory", Run: runReport},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	return cli.Main("gnn-results", commands, args, stdout, stderr)
+}
+
+func newFlags(name, synopsis string, stderr io.Writer) *cli.FlagSet {
+	return cli.NewFlags("gnn-results", name, synopsis, stderr)
+}
+
+var usagef = cli.Usagef

@@ -1,0 +1,618 @@
+// Package codec holds the halo-row codecs of VARCO compression: their wire
+// formats (documented here and in docs/FORMATS.md), the CPU reference
+// encoders and decoders, and the seed of every message. A codec turns rows x cols float32
+// values (row-major) into a byte payload and back. All formats are little
+// endian and depend only on the inputs and the seed, never on the machine or
+// the thread count, so a GPU implementation can reproduce them bit for bit.
+//
+// Wire formats (k, b, n, stride as defined per codec):
+//
+//	none            rows*cols float32, 4*rows*cols bytes.
+//	trunc(r)        per row the first k = max(1, floor(cols/r)) values as
+//	                float32 (k = 0 when cols = 0, k <= cols always);
+//	                4*rows*k bytes. Decode zero-fills columns k..cols-1.
+//	quant(b), b<=8  per row: lo float32, scale float32 (8 bytes), then the
+//	                cols b-bit codes packed LSB first: code j occupies bits
+//	                j*b .. j*b+b-1 of the row's bit stream, bit i of the
+//	                stream being bit i%8 of byte i/8; unused high bits of the
+//	                last byte are 0 (ignored on decode). stride = 8 +
+//	                ceil(cols*b/8) bytes, rows*stride bytes in all.
+//	quant(16)       bf16 (the high half of the float32 bits) per value,
+//	                stochastically rounded; 2*rows*cols bytes.
+//	quant(32)       raw float32, identical to none.
+//
+// Random draws come from the project's counter-based hash (rng.Mix64, the
+// splitmix64 finaliser): for row i (0-based, within the call) and counter c,
+//
+//	z(i, c) = Mix64(Mix64(seed) ^ (uint64(uint32(i))<<32 | uint64(uint32(c))))
+//
+// One hash feeds several columns, since
+// hashing dominates the encoders' cost:
+//
+//	quant(b<=8): column j uses 24 bits of z(i, j/2): bits 40..63 for even j,
+//	             bits 16..39 for odd j; u = float32(bits) * 2^-24, an exact
+//	             float32 in [0, 1).
+//	bf16:        column j uses the 16 bits 16*(j%4) .. 16*(j%4)+15 of z(i, j/4).
+package codec
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"unsafe"
+
+	"github.com/gnn-spmd/gnn-spmd/kernels/rng"
+)
+
+// Spec is one codec: its kind and, for quant, the bits per value, for
+// trunc the rate that fixes the columns kept. It is all a device needs to
+// produce the wire format, so the GPU implements the same formats from the
+// same Spec (comm/halo dispatches on Kind). The zero Spec is None. A Spec is
+// a comparable value, safe for concurrent use.
+type Spec struct {
+	kind Kind
+	bits uint8   // quant: 1..8 or 16; none: 32
+	rate float64 // trunc: the rate r >= 1
+}
+
+// Kind is a codec family, as named on the command line.
+type Kind uint8
+
+const (
+	// KindNone sends raw float32 rows.
+	KindNone Kind = iota
+	// KindTrunc sends the leading columns (the VARCO authors' compressor).
+	KindTrunc
+	// KindQuant sends stochastically rounded b-bit codes.
+	KindQuant
+)
+
+var kindNames = [...]string{"none", "trunc", "quant"}
+
+func (k Kind) String() string { return kindNames[k] }
+
+// ParseKind reads a codec kind given on the command line: none, trunc or
+// quant.
+func ParseKind(name string) (Kind, error) {
+	for k, n := range kindNames {
+		if name == n {
+			return Kind(k), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown codec %q (want one of none, trunc, quant)", name)
+}
+
+// Kind is s's family; quant(32) is KindNone (its bytes are raw float32).
+func (s Spec) Kind() Kind { return s.kind }
+
+// Raw reports whether s sends raw float32 rows (none, quant(32)), which an
+// exchange moves in place without encoding.
+func (s Spec) Raw() bool { return s.kind == KindNone }
+
+// Bits is the bits per value: 1..8 or 16 for quant, 32 when raw, 0 for trunc.
+func (s Spec) Bits() int {
+	if s.kind == KindNone {
+		return 32
+	}
+	return int(s.bits)
+}
+
+// Name identifies the codec: "none", "trunc(r=4)", "quant(b=4)",
+// "quant(b=16,bf16)".
+func (s Spec) Name() string {
+	switch {
+	case s.kind == KindTrunc:
+		return "trunc(r=" + strconv.FormatFloat(s.rate, 'g', -1, 64) + ")"
+	case s.kind == KindQuant && s.bits == 16:
+		return "quant(b=16,bf16)"
+	case s.kind == KindQuant:
+		return "quant(b=" + strconv.Itoa(int(s.bits)) + ")"
+	}
+	return "none"
+}
+
+// WireSize is the exact payload size in bytes for rows x cols values.
+func (s Spec) WireSize(rows, cols int) int {
+	switch {
+	case s.kind == KindTrunc:
+		return 4 * rows * s.Keep(cols)
+	case s.kind == KindQuant && s.bits == 16:
+		return 2 * rows * cols
+	case s.kind == KindQuant:
+		return rows * quantStride(cols, uint(s.bits))
+	}
+	return 4 * rows * cols
+}
+
+// Encode writes the payload of src (rows x cols, row-major) into dst
+// (len == WireSize). Stochastic codecs draw from a counter-based hash of
+// (seed, row, col), so the same call gives the same bytes on any machine and
+// any thread count.
+func (s Spec) Encode(dst []byte, src []float32, rows, cols int, seed uint64) {
+	checkShape(s, "Encode", len(src), len(dst), rows, cols)
+	switch {
+	case s.kind == KindTrunc:
+		truncEncode(dst, src, rows, cols, s.Keep(cols))
+	case s.kind == KindQuant && s.bits == 16:
+		bf16Encode(dst, src, rows, cols, seed)
+	case s.kind == KindQuant:
+		quantEncode(dst, src, rows, cols, uint(s.bits), seed)
+	default:
+		putF32s(dst, src)
+	}
+}
+
+// Decode writes rows x cols values into dst from a payload of WireSize
+// bytes.
+func (s Spec) Decode(dst []float32, src []byte, rows, cols int) {
+	checkShape(s, "Decode", len(dst), len(src), rows, cols)
+	switch {
+	case s.kind == KindTrunc:
+		truncDecode(dst, src, rows, cols, s.Keep(cols))
+	case s.kind == KindQuant && s.bits == 16:
+		bf16Decode(dst, src)
+	case s.kind == KindQuant:
+		quantDecode(dst, src, rows, cols, uint(s.bits))
+	default:
+		getF32s(dst, src)
+	}
+}
+
+// Encode and Decode panic when the buffer lengths do not match the shape
+// exactly (len(src) == rows*cols, len(dst) == WireSize, and the reverse for
+// Decode): a mismatch is a layout bug in the caller, and exact lengths are
+// what guarantee a decoder never reads or writes outside its payload.
+
+// SeedFor derives the seed of one exchange (epoch, layer, direction dir: 0
+// forward, 1 backward, sender and receiver ranks) from the run's seed, so
+// that every message draws independent noise and both ends agree on it:
+//
+//	z = seed; for v in (epoch, layer, dir, sender, receiver): z = Mix64(z ^ uint64(int64(v)))
+func SeedFor(seed uint64, epoch, layer, dir, sender, receiver int) uint64 {
+	z := seed
+	for _, v := range [...]int{epoch, layer, dir, sender, receiver} {
+		z = rng.Mix64(z ^ uint64(int64(v)))
+	}
+	return z
+}
+
+// littleEndian reports whether float32 memory is already in wire order, in
+// which case raw payloads are plain copies.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// f32Bytes views f as bytes (host order).
+func f32Bytes(f []float32) []byte {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
+}
+
+func putF32s(dst []byte, src []float32) {
+	if littleEndian {
+		copy(dst, f32Bytes(src))
+		return
+	}
+	for j, v := range src {
+		binary.LittleEndian.PutUint32(dst[4*j:], math.Float32bits(v))
+	}
+}
+
+func getF32s(dst []float32, src []byte) {
+	if littleEndian {
+		copy(f32Bytes(dst), src)
+		return
+	}
+	for j := range dst {
+		dst[j] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*j:]))
+	}
+}
+
+// checkShape panics unless the buffers match rows x cols and the payload
+// size exactly.
+func checkShape(s Spec, op string, nvals, nbytes, rows, cols int) {
+	if rows >= 0 && cols >= 0 && nvals == rows*cols && nbytes == s.WireSize(rows, cols) {
+		return
+	}
+	panic(fmt.Sprintf("codec: %s %s: %d values and %d bytes for %d x %d rows (want %d values, %d bytes)",
+		s.Name(), op, nvals, nbytes, rows, cols, rows*cols, s.WireSize(rows, cols)))
+}
+
+// None sends raw little-endian float32: 4*rows*cols bytes.
+func None() Spec { return Spec{} }
+
+// Trunc keeps the first k = floor(cols/r) columns of every row, as the VARCO
+// authors do, but at least one (a row never vanishes, so even a huge r still
+// sends something per halo row), and zero-pads the rest on decode. Payload:
+// 4*rows*k bytes. r must be >= 1 (+Inf allowed: k = 1); r < 1 or NaN panics.
+func Trunc(r float64) Spec {
+	if !(r >= 1) {
+		panic(fmt.Sprintf("codec: Trunc: rate %v < 1", r))
+	}
+	return Spec{kind: KindTrunc, rate: r}
+}
+
+// Keep is the number of leading columns of rows of width cols that trunc
+// sends (all of them for the other kinds).
+func (s Spec) Keep(cols int) int {
+	if s.kind != KindTrunc {
+		return cols
+	}
+	if cols <= 0 {
+		return 0
+	}
+	k := math.Floor(float64(cols) / s.rate)
+	if k < 1 {
+		return 1
+	}
+	return min(int(k), cols)
+}
+
+func truncEncode(dst []byte, src []float32, rows, cols, k int) {
+	for i := range rows {
+		putF32s(dst[4*i*k:4*(i+1)*k], src[i*cols:i*cols+k])
+	}
+}
+
+func truncDecode(dst []float32, src []byte, rows, cols, k int) {
+	for i := range rows {
+		row := dst[i*cols : (i+1)*cols]
+		getF32s(row[:k], src[4*i*k:4*(i+1)*k])
+		clear(row[k:])
+	}
+}
+
+// Quant returns stochastic quantization to bits per value: 1..8 (per-row
+// affine integer codes), 16 (bf16) or 32 (raw float32, the same as None).
+// Other widths panic.
+func Quant(bits int) Spec {
+	switch {
+	case bits >= 1 && bits <= 8 || bits == 16:
+		return Spec{kind: KindQuant, bits: uint8(bits)}
+	case bits == 32:
+		return None()
+	}
+	panic(fmt.Sprintf("codec: Quant: %d bits not in 1..8, 16, 32", bits))
+}
+
+// QuantBitsForRate is the widest supported width that compresses float32 by
+// at least r: floor(32/r) clamped to [1, 32], rounded down to 1..8, 16 or 32
+// (r <= 1 gives 32, r = +Inf gives 1). r <= 0 or NaN panics.
+func QuantBitsForRate(r float64) int {
+	if !(r > 0) {
+		panic(fmt.Sprintf("codec: QuantBitsForRate: rate %v <= 0", r))
+	}
+	b := math.Floor(32 / r)
+	switch {
+	case b >= 32:
+		return 32
+	case b >= 16:
+		return 16
+	case b >= 8:
+		return 8
+	case b >= 1:
+		return int(b)
+	}
+	return 1
+}
+
+// ForRate returns the codec of the given kind compressing by rate r:
+// None (r ignored), Trunc(r), or Quant(QuantBitsForRate(r)). r must be >= 1
+// for trunc and quant.
+func ForRate(kind Kind, r float64) (Spec, error) {
+	if kind == KindNone {
+		return None(), nil
+	}
+	if !(r >= 1) {
+		return Spec{}, fmt.Errorf("%s codec: compression rate %v, want >= 1", kind, r)
+	}
+	if kind == KindTrunc {
+		return Trunc(r), nil
+	}
+	return Quant(QuantBitsForRate(r)), nil
+}
+
+// quant is stochastic per-row affine quantization to b in 1..8 bits.
+//
+// Encode, per row x[0..cols) (all arithmetic float32, round to nearest; no
+// fused multiply-add: every product is rounded before it is added):
+//
+//	n     = 2^b - 1
+//	lo,hi = min, max of the row over its non-NaN values, plus 0 (which turns
+//	        -0 into +0, so that lo does not depend on the reduction order);
+//	        0, 0 if there are none, which includes cols = 0 (the header is
+//	        still sent)
+//	scale = (hi - lo) / n
+//	if scale is +Inf or NaN (hi - lo overflows, or infinite values):
+//	    scale = MaxFloat32 / n
+//	while lo + (n*scale) > hi: scale = next float32 below scale
+//	    (a few steps at most; it makes every decoded value lie in [lo, hi])
+//	inv   = 1 / scale; if inv is +Inf (scale 0 or below 2^-128): scale = inv = 0
+//	f     = (x - lo) * inv, clamped to [0, n] (NaN -> 0)
+//	q     = floor(f) + (u < f - floor(f) ? 1 : 0)        u as in the package doc
+//
+// and Decode gives x^ = lo + (float32(q) * scale). With u uniform this makes
+// E[x^] = x up to float32 rounding (unbiased), |x^ - x| <= scale (one step)
+// plus half an ulp of the row's magnitude (rounding of the sum), and
+// lo <= x^ <= hi. A constant row (hi == lo) decodes exactly.
+// Corner cases, outside what the trainer produces (it guarantees finite
+// activations): a row whose range is below ~2^-128*n is sent as constant lo
+// (error below that tiny range); a finite row whose range exceeds
+// MaxFloat32 still decodes finite and inside [lo, hi], but values above
+// lo + MaxFloat32 are clamped to it; NaN values decode to lo; rows with
+// infinities decode to unspecified values. Nothing panics.
+
+// quantStride is the bytes of one row of cols b-bit codes with its header.
+func quantStride(cols int, b uint) int { return 8 + (cols*int(b)+7)/8 }
+
+// rowParams computes lo, scale and inv of one row as specified above.
+func rowParams(row []float32, n float32) (lo, scale, inv float32) {
+	lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
+	for _, v := range row {
+		if v < lo {
+			lo = v
+		}
+		if v > hi {
+			hi = v
+		}
+	}
+	if lo > hi { // only NaN
+		return 0, 0, 0
+	}
+	// -0 + 0 = +0: which zero a reduction finds first depends on its
+	// order, the header must not.
+	lo, hi = lo+0, hi+0
+	scale = (hi - lo) / n
+	if !(scale <= math.MaxFloat32) {
+		scale = math.MaxFloat32 / n
+	}
+	// The loop ends: for finite lo, hi the start value is within a few ulps
+	// of the largest valid scale, and with an infinite lo or hi the test
+	// fails at once.
+	for lo+float32(n*scale) > hi {
+		scale = math.Nextafter32(scale, 0)
+	}
+	inv = 1 / scale
+	if inv > math.MaxFloat32 {
+		return lo, 0, 0
+	}
+	return lo, scale, inv
+}
+
+func quantEncode(dst []byte, src []float32, rows, cols int, b uint, seed uint64) {
+	h := rng.Mix64(seed)
+	n := float32(int(1)<<b - 1)
+	st := quantStride(cols, b)
+	for i := range rows {
+		row := src[i*cols : (i+1)*cols]
+		out := dst[i*st : (i+1)*st]
+		lo, scale, inv := rowParams(row, n)
+		binary.LittleEndian.PutUint32(out[0:], math.Float32bits(lo))
+		binary.LittleEndian.PutUint32(out[4:], math.Float32bits(scale))
+		key := h ^ uint64(uint32(i))<<32
+		if b == 8 {
+			pack8(out[8:], row, lo, inv, n, key)
+		} else {
+			pack(out[8:], row, b, lo, inv, n, key)
+		}
+	}
+}
+
+// code is q for value x with the 24-bit draw u24 (u = u24 * 2^-24).
+func code(x, lo, inv, n float32, u24 uint64) uint64 {
+	f := float32((x - lo) * inv) // the conversion forbids fusing into an FMA below
+	if !(f >= 0) {
+		f = 0
+	}
+	if f > n {
+		f = n
+	}
+	q := int32(f)
+	// q+1 when u < f - q, without a branch (it is taken at random): u - r
+	// is negative exactly when u < r (float subtraction keeps the sign).
+	u := float32(int32(u24)) * (1.0 / (1 << 24))
+	return uint64(q) + uint64(math.Float32bits(u-(f-float32(q)))>>31)
+}
+
+// pack writes the b-bit codes of row into out (len ceil(len(row)*b/8)),
+// two columns per hash.
+func pack(out []byte, row []float32, b uint, lo, inv, n float32, key uint64) {
+	var acc uint64 // pending bits, at most 31 + 2*7
+	var nb uint
+	o := 0
+	j := 0
+	for ; j+1 < len(row); j += 2 {
+		z := rng.Mix64(key ^ uint64(uint32(j>>1)))
+		q := code(row[j], lo, inv, n, z>>40) | code(row[j+1], lo, inv, n, z>>16&0xffffff)<<b
+		acc |= q << nb
+		nb += 2 * b
+		if nb >= 32 {
+			binary.LittleEndian.PutUint32(out[o:], uint32(acc))
+			acc >>= 32
+			nb -= 32
+			o += 4
+		}
+	}
+	if j < len(row) { // odd width: the last column
+		acc |= code(row[j], lo, inv, n, rng.Mix64(key^uint64(uint32(j>>1)))>>40) << nb
+		nb += b
+	}
+	for ; nb > 0; nb -= min(nb, 8) {
+		out[o] = byte(acc)
+		acc >>= 8
+		o++
+	}
+}
+
+// pack8 is pack for b = 8: one byte per code.
+func pack8(out []byte, row []float32, lo, inv, n float32, key uint64) {
+	out = out[:len(row)]
+	j := 0
+	for ; j+1 < len(row); j += 2 {
+		z := rng.Mix64(key ^ uint64(uint32(j>>1)))
+		out[j] = byte(code(row[j], lo, inv, n, z>>40))
+		out[j+1] = byte(code(row[j+1], lo, inv, n, z>>16&0xffffff))
+	}
+	if j < len(row) {
+		out[j] = byte(code(row[j], lo, inv, n, rng.Mix64(key^uint64(uint32(j>>1)))>>40))
+	}
+}
+
+func quantDecode(dst []float32, src []byte, rows, cols int, b uint) {
+	st := quantStride(cols, b)
+	for i := range rows {
+		in := src[i*st : (i+1)*st]
+		lo := math.Float32frombits(binary.LittleEndian.Uint32(in[0:]))
+		scale := math.Float32frombits(binary.LittleEndian.Uint32(in[4:]))
+		row, in := dst[i*cols:(i+1)*cols], in[8:]
+		// Unrolled loops for the common widths decode whole groups of 8
+		// codes (b bytes) about twice as fast as the general loop, which
+		// then finishes the row.
+		g := 0
+		switch b {
+		case 1:
+			g = unpack1(row, in, lo, scale)
+		case 2:
+			g = unpack2(row, in, lo, scale)
+		case 4:
+			g = unpack4(row, in, lo, scale)
+		case 8:
+			g = unpack8(row, in, lo, scale)
+		}
+		unpack(row[8*g:], in[int(b)*g:], b, lo, scale)
+	}
+}
+
+// unpack1, unpack2, unpack4 and unpack8 decode the whole groups of 8 codes
+// of a row and return their number.
+func unpack1(row []float32, in []byte, lo, scale float32) int {
+	h := len(row) / 8
+	for k, v := range in[:h] {
+		r := row[8*k : 8*k+8 : 8*k+8]
+		r[0] = lo + float32(float32(v&1)*scale)
+		r[1] = lo + float32(float32(v>>1&1)*scale)
+		r[2] = lo + float32(float32(v>>2&1)*scale)
+		r[3] = lo + float32(float32(v>>3&1)*scale)
+		r[4] = lo + float32(float32(v>>4&1)*scale)
+		r[5] = lo + float32(float32(v>>5&1)*scale)
+		r[6] = lo + float32(float32(v>>6&1)*scale)
+		r[7] = lo + float32(float32(v>>7)*scale)
+	}
+	return h
+}
+
+func unpack2(row []float32, in []byte, lo, scale float32) int {
+	h := len(row) / 8
+	in = in[:2*h]
+	for k := range 2 * h {
+		v := in[k]
+		r := row[4*k : 4*k+4 : 4*k+4]
+		r[0] = lo + float32(float32(v&3)*scale)
+		r[1] = lo + float32(float32(v>>2&3)*scale)
+		r[2] = lo + float32(float32(v>>4&3)*scale)
+		r[3] = lo + float32(float32(v>>6)*scale)
+	}
+	return h
+}
+
+func unpack4(row []float32, in []byte, lo, scale float32) int {
+	h := len(row) / 8
+	in = in[:4*h]
+	for k := range 2 * h {
+		a, b := in[2*k], in[2*k+1]
+		r := row[4*k : 4*k+4 : 4*k+4]
+		r[0] = lo + float32(float32(a&15)*scale)
+		r[1] = lo + float32(float32(a>>4)*scale)
+		r[2] = lo + float32(float32(b&15)*scale)
+		r[3] = lo + float32(float32(b>>4)*scale)
+	}
+	return h
+}
+
+func unpack8(row []float32, in []byte, lo, scale float32) int {
+	h := len(row) / 8
+	for j, q := range in[:8*h] {
+		row[j] = lo + float32(float32(q)*scale)
+	}
+	return h
+}
+
+// unpack decodes the b-bit codes in in into row, for any b.
+func unpack(row []float32, in []byte, b uint, lo, scale float32) {
+	mask := uint64(1)<<b - 1
+	var acc uint64
+	var nb uint
+	p := 0
+	for j := range row {
+		if nb < b { // refill: 32 bits where the row has them, else a byte
+			if p+4 <= len(in) {
+				acc |= uint64(binary.LittleEndian.Uint32(in[p:])) << nb
+				nb += 32
+				p += 4
+			} else {
+				acc |= uint64(in[p]) << nb
+				nb += 8
+				p++
+			}
+		}
+		row[j] = lo + float32(float32(acc&mask)*scale)
+		acc >>= b
+		nb -= b
+	}
+}
+
+// bf16 is quant(16): stochastic rounding of float32 to bfloat16.
+//
+// Encode, per value with bits w = Float32bits(x) and 16 random bits r
+// (see the package doc):
+//
+//	NaN:     w>>16 | 0x0040 (quiet NaN, sign kept; never turns into Inf)
+//	+-Inf:   w>>16
+//	finite:  o = (w + r) >> 16; if o is +-Inf (carry out of the largest
+//	         finite bf16): o = largest finite bf16 of the same sign
+//
+// Adding r to the discarded low half rounds the magnitude up with
+// probability (low half)/2^16, which makes the result unbiased (except for
+// the saturation above 3.3895e38). Finite values stay finite, NaN stays
+// NaN, Inf stays Inf. Decode: Float32frombits(uint32(o) << 16), exact.
+// toBF16 rounds w with random bits r as specified above.
+func toBF16(w, r uint32) uint16 {
+	if a := w & 0x7fffffff; a >= 0x7f800000 {
+		if a > 0x7f800000 {
+			return uint16(w>>16 | 0x0040)
+		}
+		return uint16(w >> 16)
+	}
+	o := (w + r) >> 16
+	if o&0x7fff == 0x7f80 {
+		o--
+	}
+	return uint16(o)
+}
+
+func bf16Encode(dst []byte, src []float32, rows, cols int, seed uint64) {
+	h := rng.Mix64(seed)
+	for i := range rows {
+		row := src[i*cols : (i+1)*cols]
+		out := dst[2*i*cols : 2*(i+1)*cols]
+		key := h ^ uint64(uint32(i))<<32
+		for j := 0; j < cols; j += 4 {
+			// One hash serves four columns, 16 bits each.
+			z := rng.Mix64(key ^ uint64(uint32(j>>2)))
+			x := row[j:min(j+4, cols)]
+			o := out[2*j : 2*j+2*len(x)]
+			for t, v := range x {
+				w := toBF16(math.Float32bits(v), uint32(z>>(16*uint(t)))&0xffff)
+				o[2*t], o[2*t+1] = byte(w), byte(w>>8)
+			}
+		}
+	}
+}
+
+func bf16Decode(dst []float32, src []byte) {
+	src = src[:2*len(dst)]
+	for j := range dst {
+		dst[j] = math.Float32frombits(uint32(src[2*j])<<16 | uint32(src[2*j+1])<<24)
+	}
+}

@@ -1,0 +1,213 @@
+//go:build !cpu
+
+package comm
+
+// The transports of device payloads in the GPU build: NCCL between
+// processes (one GPU each), and device-to-device copies between the
+// goroutine ranks of one process sharing a GPU.
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/gnn-spmd/gnn-spmd/cgo/nccl"
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+)
+
+// DeviceTransport moves device payloads: send[p] to rank p and recv[p] from
+// it, sizes agreed by both sides. It also sums device matrices over the
+// ranks.
+type DeviceTransport interface {
+	Rank() int
+	Size() int
+	AllToAllV(send, recv []kernels.Bytes) error
+	AllReduceMat(x *kernels.Mat) error
+}
+
+// GPU is what the device transports need of the GPU their payloads live on
+// (kernels/cuda.Device is one): copies, and waiting for the queued work.
+type GPU interface {
+	Upload(dst *kernels.Mat, src []float32)
+	Download(dst []float32, src *kernels.Mat)
+	CopyBytes(dst, src uintptr, n int)
+	Synchronize() error
+}
+
+// SharedGPU is the transport of ranks that are goroutines of one process on
+// one GPU (NCCL refuses two ranks on one device): the ranks trade the
+// device addresses of their payloads over the host communicator and copy
+// from each other's buffers. All copies go to the context's default
+// stream, after the peers' encodes issued before the address exchange.
+type SharedGPU struct {
+	host  Comm
+	dev   GPU
+	addrs [][]byte // per peer: address and length of its payload for us
+	mine  [][]byte
+}
+
+// NewSharedGPU wraps one goroutine rank's host communicator (a Local).
+func NewSharedGPU(host Comm, dev GPU) *SharedGPU {
+	q := host.Size()
+	l := &SharedGPU{host: host, dev: dev, addrs: make([][]byte, q), mine: make([][]byte, q)}
+	for p := range q {
+		l.addrs[p], l.mine[p] = make([]byte, 16), make([]byte, 16)
+	}
+	return l
+}
+
+func (l *SharedGPU) Rank() int { return l.host.Rank() }
+func (l *SharedGPU) Size() int { return l.host.Size() }
+
+func (l *SharedGPU) AllToAllV(send, recv []kernels.Bytes) error {
+	for p, b := range send {
+		binary.LittleEndian.PutUint64(l.mine[p], uint64(b.Ptr))
+		binary.LittleEndian.PutUint64(l.mine[p][8:], uint64(b.Len))
+	}
+	if err := l.host.AllToAllV(l.mine, l.addrs); err != nil {
+		return err
+	}
+	for p, b := range recv {
+		src, n := uintptr(binary.LittleEndian.Uint64(l.addrs[p])), int(binary.LittleEndian.Uint64(l.addrs[p][8:]))
+		if n != b.Len {
+			return fmt.Errorf("comm: rank %d sends %d bytes, rank %d expects %d", p, n, l.Rank(), b.Len)
+		}
+		l.dev.CopyBytes(b.Ptr, src, n)
+	}
+	// No rank may reuse its send buffers before every peer's copy is
+	// issued (the stream then orders the copies first).
+	return l.host.Barrier()
+}
+
+// AllReduceMat sums through the host: in-process ranks share one GPU, whose
+// bandwidth the copy barely touches at parameter sizes.
+func (l *SharedGPU) AllReduceMat(x *kernels.Mat) error {
+	buf := make([]float32, x.Len())
+	l.dev.Download(buf, x)
+	if err := l.host.AllReduceFloat32(buf); err != nil {
+		return err
+	}
+	l.dev.Upload(x, buf)
+	return nil
+}
+
+// NCCL is the transport between processes, one GPU each: grouped
+// ncclSend/ncclRecv of the payloads straight from device memory, and
+// ncclAllReduce for gradients.
+type NCCL struct {
+	c          *nccl.Comm
+	rank, size int
+	dev        GPU
+	host       Comm
+	next       *Op // the label of the next call (Label)
+}
+
+// guarder is a host communicator whose watchdog can time calls made
+// elsewhere (Watchdog): a stalled peer must not hang an NCCL wait.
+type guarder interface {
+	Guard(op *Op, f func() error) error
+}
+
+var (
+	opNCCLAllToAll  = Op{Name: "NCCL halo exchange"}
+	opNCCLAllReduce = Op{Name: "NCCL gradient all-reduce"}
+)
+
+// Label names the next call (Labeler), for the watchdog's report.
+func (n *NCCL) Label(op *Op) { n.next = op }
+
+// guard runs f (which waits for the GPU) under the host's watchdog, if
+// any, named by the last label or by def.
+func (n *NCCL) guard(def *Op, f func() error) error {
+	op := def
+	if n.next != nil {
+		op, n.next = n.next, nil
+	}
+	if g, ok := n.host.(guarder); ok {
+		return g.Guard(op, f)
+	}
+	return f()
+}
+
+// NewNCCL makes the NCCL communicator of an MPI job: rank 0's unique id is
+// broadcast over the host communicator.
+func NewNCCL(host Comm, dev GPU) (*NCCL, error) {
+	var id nccl.UniqueID
+	if host.Rank() == 0 {
+		var err error
+		if id, err = nccl.GetUniqueID(); err != nil {
+			host.Abort(2)
+			return nil, err
+		}
+	}
+	if err := host.Bcast(id[:], 0); err != nil {
+		return nil, fmt.Errorf("comm: broadcasting the NCCL id: %w", err)
+	}
+	c, err := nccl.InitRank(host.Size(), id, host.Rank())
+	if err != nil {
+		return nil, err
+	}
+	return &NCCL{c: c, rank: host.Rank(), size: host.Size(), dev: dev, host: host}, nil
+}
+
+func (n *NCCL) Rank() int { return n.rank }
+func (n *NCCL) Size() int { return n.size }
+
+// AllToAllV returns when the payloads have arrived.
+func (n *NCCL) AllToAllV(send, recv []kernels.Bytes) error {
+	return n.guard(&opNCCLAllToAll, func() error {
+		if err := n.allToAll(send, recv); err != nil {
+			return err
+		}
+		return n.wait()
+	})
+}
+
+// wait synchronizes the device, then asks NCCL for a failure it saw.
+func (n *NCCL) wait() error {
+	if err := n.dev.Synchronize(); err != nil {
+		return err
+	}
+	return n.c.AsyncError()
+}
+
+func (n *NCCL) allToAll(send, recv []kernels.Bytes) error {
+	n.dev.CopyBytes(recv[n.rank].Ptr, send[n.rank].Ptr, send[n.rank].Len)
+	if err := nccl.GroupStart(); err != nil {
+		return err
+	}
+	for p := range n.size {
+		if p == n.rank {
+			continue
+		}
+		if send[p].Len > 0 {
+			if err := n.c.Send(send[p].Ptr, send[p].Len, p, nil); err != nil {
+				return err
+			}
+		}
+		if recv[p].Len > 0 {
+			if err := n.c.Recv(recv[p].Ptr, recv[p].Len, p, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nccl.GroupEnd()
+}
+
+func (n *NCCL) AllReduceMat(x *kernels.Mat) error {
+	if x.Len() == 0 {
+		return nil
+	}
+	return n.guard(&opNCCLAllReduce, func() error {
+		if err := n.c.AllReduceFloat32(x.Ptr, x.Ptr, x.Len(), nil); err != nil {
+			return err
+		}
+		return n.wait()
+	})
+}
+
+// Abort tears the communicator down without waiting for peers (a dead
+// rank must not hang the others).
+func (n *NCCL) Abort() { _ = n.c.Abort() }
+
+// Close destroys the communicator.
+func (n *NCCL) Close() error { return n.c.Destroy() }

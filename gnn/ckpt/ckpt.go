@@ -1,0 +1,280 @@
+// Package ckpt reads and writes training checkpoints: one HDF5 file holding a
+// run's configuration, its parameters with Adam's moments and step, the rate
+// schedule's state and the metrics history, from which the run resumes bit
+// for bit. docs/FORMATS.md documents the layout for h5py and h5dump users.
+package ckpt
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/gnn"
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
+)
+
+// Format and Version are the root attributes format and version.
+const (
+	Format  = "gnn-spmd-checkpoint"
+	Version = 1
+)
+
+// rngScheme describes the random state for h5dump readers: dropout masks and
+// codec draws are keyed by counters, so the seed and the epoch are all of it.
+const rngScheme = "counter-based: dropout masks and codec draws are keyed by (rng_seed, epoch, layer); rng_epoch is the next epoch"
+
+// Checkpoint is the state of a run after Epoch finished epochs.
+type Checkpoint struct {
+	Config      Config
+	DatasetName string // recorded for people; the fingerprint identifies the data
+	Epoch       int    // finished epochs: the run continues at this epoch index
+	Step        int    // Adam's step count
+	Params      []Param
+	// Adaptive is the adaptive schedule's state; nil for the stateless
+	// fixed and varco schedules.
+	Adaptive *gnn.AdaptiveState
+	History  []metrics.Epoch // one per finished epoch
+}
+
+// Param is one parameter with its Adam moments, all [Rows, Cols] row-major.
+type Param struct {
+	Name       string
+	Rows, Cols int
+	W, M, V    []float32
+}
+
+// Capture takes the state of t after the epochs in history, sharing t's
+// slices: write it before t trains on. Every rank holds the same parameters
+// and moments (gradients are all-reduced), so any rank's trainer will do.
+func Capture(cfg Config, datasetName string, t *gnn.Trainer, history []metrics.Epoch) *Checkpoint {
+	c := &Checkpoint{Config: cfg, DatasetName: datasetName, Epoch: len(history), Step: t.Step(), History: history}
+	t.Model.SyncToHost()
+	for _, p := range t.Model.Params {
+		c.Params = append(c.Params, Param{p.Name, p.Rows, p.Cols, p.W, p.M, p.V})
+	}
+	if a := t.Adaptive(); a != nil {
+		st := a.State()
+		c.Adaptive = &st
+	}
+	return c
+}
+
+// Restore copies the checkpoint's state into t, a fresh trainer built with
+// the checkpoint's Config, so that t.Run continues at epoch c.Epoch.
+func (c *Checkpoint) Restore(t *gnn.Trainer) error {
+	ps := t.Model.Params
+	if len(ps) != len(c.Params) {
+		return fmt.Errorf("restore: the model has %d parameters, the checkpoint %d", len(ps), len(c.Params))
+	}
+	for i, p := range ps {
+		q := c.Params[i]
+		if p.Name != q.Name || p.Rows != q.Rows || p.Cols != q.Cols {
+			return fmt.Errorf("restore: parameter %s [%d, %d], the checkpoint has %s [%d, %d]", p.Name, p.Rows, p.Cols, q.Name, q.Rows, q.Cols)
+		}
+		copy(p.W, q.W)
+		copy(p.M, q.M)
+		copy(p.V, q.V)
+	}
+	t.Model.SyncToDevice()
+	if a := t.Adaptive(); a != nil {
+		if c.Adaptive == nil {
+			return fmt.Errorf("restore: the checkpoint has no adaptive schedule state")
+		}
+		if err := a.SetState(*c.Adaptive); err != nil {
+			return err
+		}
+	}
+	return t.Resume(c.Step, c.History)
+}
+
+// Write saves c at path atomically (data.WriteH5File). With keep > 1 the
+// checkpoints before it stay as path.1 (the newest) to path.<keep-1>. A
+// failed write leaves the checkpoint at path as it was.
+func Write(path string, keep int, c *Checkpoint) error {
+	if err := rotate(path, keep); err != nil {
+		return fmt.Errorf("rotate checkpoints: %w", err)
+	}
+	return data.WriteH5File(path, c.attrs(), c.arrays())
+}
+
+// rotate shifts path.i to path.i+1 for i < keep-1, then hard-links path as
+// path.1: the old checkpoint keeps its name until the new one replaces it.
+func rotate(path string, keep int) error {
+	if _, err := os.Stat(path); keep < 2 || errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	old := func(i int) string { return fmt.Sprintf("%s.%d", path, i) }
+	for i := keep - 2; i >= 1; i-- {
+		if err := os.Rename(old(i), old(i+1)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	if err := os.Remove(old(1)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return os.Link(path, old(1))
+}
+
+func (c *Checkpoint) attrs() []data.H5Attr {
+	a := []data.H5Attr{
+		{Name: "format", Val: Format}, {Name: "version", Val: int32(Version)},
+		{Name: "epoch", Val: int64(c.Epoch)}, {Name: "adam_step", Val: int64(c.Step)},
+		{Name: "rng", Val: rngScheme}, {Name: "rng_seed", Val: c.Config.Run.Seed}, {Name: "rng_epoch", Val: int64(c.Epoch)},
+		{Name: "dataset_name", Val: c.DatasetName},
+	}
+	for _, f := range c.Config.fields() {
+		a = append(a, data.H5Attr{Name: f.name, Val: f.attr()})
+	}
+	if s := c.Adaptive; s != nil {
+		a = append(a, data.H5Attr{Name: "adaptive_smoothed", Val: s.Smoothed},
+			data.H5Attr{Name: "adaptive_gmin", Val: s.GMin}, data.H5Attr{Name: "adaptive_gmax", Val: s.GMax})
+	}
+	return a
+}
+
+func (c *Checkpoint) arrays() []data.H5Array {
+	var a []data.H5Array
+	for _, p := range c.Params {
+		dims := []uint{uint(p.Rows), uint(p.Cols)}
+		a = append(a, data.H5Array{Path: "/params/" + p.Name, Data: p.W, Dims: dims},
+			data.H5Array{Path: "/adam/m/" + p.Name, Data: p.M, Dims: dims},
+			data.H5Array{Path: "/adam/v/" + p.Name, Data: p.V, Dims: dims})
+	}
+	if s := c.Adaptive; s != nil {
+		dims := []uint{uint(len(s.Rates))}
+		a = append(a, data.H5Array{Path: "/adaptive/rates", Data: s.Rates, Dims: dims},
+			data.H5Array{Path: "/adaptive/ref_err", Data: s.RefErr, Dims: dims},
+			data.H5Array{Path: "/adaptive/ref_rate", Data: s.RefRate, Dims: dims})
+	}
+	return append(a, historyArrays(c.History, c.Config.Run.Layers)...)
+}
+
+// Read reads the checkpoint at path, checking its structure: the attributes'
+// types and ranges, and every dataset's type and shape against the config
+// (Verify checks the values). Every problem is an *data.InputError naming the
+// file and the HDF5 object.
+func Read(path string) (*Checkpoint, error) {
+	c := &Checkpoint{}
+	if err := data.ReadH5File(path, Format, Version, c.read); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Checkpoint) read(f *data.H5File) error {
+	for _, fl := range c.Config.fields() {
+		fl.read(f)
+	}
+	if f.Err() != nil {
+		return f.Err()
+	}
+	if m := c.Config.Run.Model; m != "sage" && m != "gcn" {
+		return f.Errorf("attribute model", "is %q, expected sage or gcn", m)
+	}
+	c.DatasetName = f.String("dataset_name")
+	c.Epoch = int(f.Int("epoch", 1, int64(c.Config.Run.Epochs)))
+	c.Step = int(f.Int("adam_step", 0, math.MaxInt32))
+	if seed := f.Uint64("rng_seed"); f.Err() == nil && seed != c.Config.Run.Seed {
+		return f.Errorf("attribute rng_seed", "is %d, but seed is %d: the file is corrupt", seed, c.Config.Run.Seed)
+	}
+	if e := f.Int("rng_epoch", 0, math.MaxInt32); f.Err() == nil && e != int64(c.Epoch) {
+		return f.Errorf("attribute rng_epoch", "is %d, but epoch is %d: the file is corrupt", e, c.Epoch)
+	}
+	c.readParams(f)
+	if c.Config.Run.Schedule == "adaptive" {
+		c.readAdaptive(f)
+	}
+	c.History = readHistory(f, c.Epoch, c.Config.Run.Layers)
+	return f.Err()
+}
+
+func (c *Checkpoint) readParams(f *data.H5File) {
+	for _, s := range c.Config.Run.ModelConfig().ParamShapes() {
+		shape := []int64{int64(s.Rows), int64(s.Cols)}
+		desc := "[rows, cols] from the config"
+		c.Params = append(c.Params, Param{Name: s.Name, Rows: s.Rows, Cols: s.Cols,
+			W: data.ReadH5Array[float32](f, "/params/"+s.Name, desc, shape...),
+			M: data.ReadH5Array[float32](f, "/adam/m/"+s.Name, desc, shape...),
+			V: data.ReadH5Array[float32](f, "/adam/v/"+s.Name, desc, shape...)})
+	}
+}
+
+func (c *Checkpoint) readAdaptive(f *data.H5File) {
+	s := &gnn.AdaptiveState{Smoothed: f.Float64("adaptive_smoothed"), GMin: f.Float64("adaptive_gmin"), GMax: f.Float64("adaptive_gmax")}
+	// Empty before the schedule's first observation, else one per layer.
+	s.Rates = data.ReadH5Array[float64](f, "/adaptive/rates", "[layers] or [0]", -1)
+	n := int64(len(s.Rates))
+	if f.Err() == nil && n != 0 && n != int64(c.Config.Run.Layers) {
+		f.Errorf("/adaptive/rates", "has %d entries, expected layers = %d (or none)", n, c.Config.Run.Layers)
+	}
+	s.RefErr = data.ReadH5Array[float64](f, "/adaptive/ref_err", "[len(/adaptive/rates)]", n)
+	s.RefRate = data.ReadH5Array[float64](f, "/adaptive/ref_rate", "[len(/adaptive/rates)]", n)
+	c.Adaptive = s
+}
+
+// Verify checks the values Read does not: one Adam step per epoch, the
+// history numbered 0, 1, ..., finite parameters and moments (second moments
+// >= 0), a finite schedule state, and fingerprints present. path names the
+// file in the *data.InputError it returns.
+func (c *Checkpoint) Verify(path string) error {
+	var bad badFunc = func(field, format string, args ...any) error {
+		return &data.InputError{File: path, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case c.Config.Data.Fingerprint == 0:
+		return bad("attribute dataset_fingerprint", "is 0, expected the fingerprint of the dataset trained on")
+	case c.Config.Data.PartitionID == 0:
+		return bad("attribute partition_id", "is 0, expected the id of the partition trained on")
+	case c.Step != c.Epoch:
+		return bad("attribute adam_step", "is %d, expected one step per finished epoch = %d", c.Step, c.Epoch)
+	}
+	for i, st := range c.History {
+		if st.Epoch != i {
+			return bad("/metrics/epoch", "row %d is epoch %d, expected %d", i, st.Epoch, i)
+		}
+	}
+	if err := c.verifyParams(bad); err != nil {
+		return err
+	}
+	return c.verifyAdaptive(bad)
+}
+
+type badFunc func(field, format string, args ...any) error
+
+func (c *Checkpoint) verifyParams(bad badFunc) error {
+	for _, p := range c.Params {
+		for _, a := range []struct {
+			group string
+			v     []float32
+		}{{"/params/", p.W}, {"/adam/m/", p.M}, {"/adam/v/", p.V}} {
+			for k, x := range a.v {
+				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) || (a.group == "/adam/v/" && x < 0) {
+					return bad(a.group+p.Name, "entry %d is %v, expected a finite number (>= 0 for a second moment)", k, x)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Checkpoint) verifyAdaptive(bad badFunc) error {
+	s := c.Adaptive
+	if s == nil {
+		return nil
+	}
+	for _, v := range []struct {
+		field string
+		x     []float64
+	}{{"attribute adaptive_smoothed", []float64{s.Smoothed}}, {"attribute adaptive_gmin", []float64{s.GMin}},
+		{"attribute adaptive_gmax", []float64{s.GMax}}, {"/adaptive/rates", s.Rates},
+		{"/adaptive/ref_err", s.RefErr}, {"/adaptive/ref_rate", s.RefRate}} {
+		for _, x := range v.x {
+			if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+				return bad(v.field, "holds %v, expected finite numbers >= 0", x)
+			}
+		}
+	}
+	return nil
+}

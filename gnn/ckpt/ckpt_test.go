@@ -1,0 +1,188 @@
+package ckpt
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/gnn"
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
+)
+
+// toyCheckpoint is a two-class, two-layer adaptive run after three epochs.
+func toyCheckpoint() *Checkpoint {
+	run := gnn.Config{Model: "sage", Layers: 2, Hidden: 3, InDim: 4, Classes: 2, LR: 0.01, Seed: 7, Epochs: 5,
+		CompressConfig: gnn.CompressConfig{Codec: "quant", CodecBwd: "quant", Schedule: "adaptive", Ratio: 1,
+			RatioMax: 128, RatioMin: 1.5, Slope: 5, Kappa: 2}}
+	cfg := NewConfig(run, Data{Split: "s", Ranks: 2, PartitionMethod: "random", Fingerprint: 0xabc, PartitionID: 0xdef})
+	c := &Checkpoint{Config: cfg, DatasetName: "toy", Epoch: 3, Step: 3,
+		Adaptive: &gnn.AdaptiveState{Smoothed: 1.5, GMin: 1, GMax: 2, Rates: []float64{32, 1}, RefErr: []float64{0.1, 0}, RefRate: []float64{32, 0}}}
+	for i, s := range run.ModelConfig().ParamShapes() {
+		p := Param{Name: s.Name, Rows: s.Rows, Cols: s.Cols}
+		for k := range s.Rows * s.Cols {
+			x := float32(i) + float32(k)/8
+			p.W, p.M, p.V = append(p.W, x), append(p.M, -x/2), append(p.V, x*x)
+		}
+		c.Params = append(c.Params, p)
+	}
+	for e := range 3 {
+		valAUC, testAUC := 0.6, 0.7
+		st := metrics.Epoch{Epoch: e, Loss: 1 / float64(e+1), TrainAcc: 0.5, ValAcc: 0.25 * float64(e),
+			TestAcc: 0.75, Seconds: 0.125, CommSeconds: 0.0625, HaloSeconds: 0.03, CodecSeconds: 0.01,
+			BytesFwdLayer: []int64{100, 0}, BytesBwdLayer: []int64{90, 0}, BytesEvalLayer: []int64{400, 50}, Rates: []float64{32, 1},
+			Bits: []int{1, 32}, CompError: []float64{0.2, 0}, GradNorm: 3, ValAUC: &valAUC, TestAUC: &testAUC}
+		st.Derive(int64(190 * e))
+		c.History = append(c.History, st)
+	}
+	return c
+}
+
+func TestWriteRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.h5")
+	c := toyCheckpoint()
+	if err := Write(path, 1, c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Errorf("read back\n%+v\nwrote\n%+v", got, c)
+	}
+	if err := got.Verify(path); err != nil {
+		t.Error(err)
+	}
+	if names, _ := filepath.Glob(path + "*"); len(names) != 1 {
+		t.Errorf("files after a write: %v, want only %s", names, path)
+	}
+}
+
+// TestNoAUC: a task without AUC stores NaN and reads back the zero a live
+// run's statistics hold.
+func TestNoAUC(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.h5")
+	c := toyCheckpoint()
+	c.Config.Run.Classes = 3
+	c.Params = nil
+	for _, s := range c.Config.Run.ModelConfig().ParamShapes() {
+		n := s.Rows * s.Cols
+		c.Params = append(c.Params, Param{s.Name, s.Rows, s.Cols, make([]float32, n), make([]float32, n), make([]float32, n)})
+	}
+	for i := range c.History {
+		c.History[i].ValAUC, c.History[i].TestAUC = nil, nil
+	}
+	if err := Write(path, 1, c); err != nil {
+		t.Fatal(err)
+	}
+	err := data.ReadH5File(path, Format, Version, func(f *data.H5File) error {
+		if v := data.ReadH5Array[float64](f, "/metrics/val_auc", "", 3); !math.IsNaN(v[0]) {
+			t.Errorf("val_auc in the file %v, want NaN", v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.History, c.History) {
+		t.Errorf("history read back %+v, wrote %+v", got.History, c.History)
+	}
+}
+
+// TestRotate keeps the newest three checkpoints, and a failed write (a
+// directory in the way of the temporary file) leaves the last one intact.
+func TestRotate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.h5")
+	c := toyCheckpoint()
+	write := func(name string) error {
+		c.DatasetName = name
+		return Write(path, 3, c)
+	}
+	name := func(p string) string {
+		got, err := Read(p)
+		if err != nil {
+			return err.Error()
+		}
+		return got.DatasetName
+	}
+	for _, n := range []string{"v1", "v2", "v3", "v4"} {
+		if err := write(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, b, c := name(path), name(path+".1"), name(path+".2"); a != "v4" || b != "v3" || c != "v2" {
+		t.Errorf("rotation holds %s, %s, %s; want v4, v3, v2", a, b, c)
+	}
+	if _, err := os.Stat(path + ".3"); err == nil {
+		t.Errorf("%s.3 exists with --keep 3", path)
+	}
+	blocker := path + ".tmp-" + strconv.Itoa(os.Getpid())
+	if err := os.MkdirAll(filepath.Join(blocker, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := write("v5"); err == nil {
+		t.Fatal("write succeeded with a directory in the way of its temporary file")
+	}
+	if got := name(path); got != "v4" {
+		t.Errorf("after a failed write the checkpoint holds %s, want v4", got)
+	}
+}
+
+func TestVerify(t *testing.T) {
+	cases := []struct {
+		edit func(c *Checkpoint)
+		want string
+	}{
+		{func(c *Checkpoint) { c.Params[1].W[2] = float32(math.NaN()) }, "/params/layer0.neigh_weight: entry 2 is NaN"},
+		{func(c *Checkpoint) { c.Params[0].V[0] = -1 }, "/adam/v/layer0.self_weight: entry 0 is -1"},
+		{func(c *Checkpoint) { c.Step = 2 }, "attribute adam_step: is 2"},
+		{func(c *Checkpoint) { c.Config.Data.Fingerprint = 0 }, "attribute dataset_fingerprint: is 0"},
+		{func(c *Checkpoint) { c.History[1].Epoch = 5 }, "/metrics/epoch: row 1 is epoch 5"},
+		{func(c *Checkpoint) { c.Adaptive.GMax = math.Inf(1) }, "attribute adaptive_gmax: holds +Inf"},
+	}
+	for _, tc := range cases {
+		c := toyCheckpoint()
+		tc.edit(c)
+		if err := c.Verify("c.h5"); err == nil || !strings.Contains(err.Error(), "c.h5: "+tc.want) {
+			t.Errorf("Verify: %v, want %q", err, tc.want)
+		}
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	a, b := toyCheckpoint().Config, toyCheckpoint().Config
+	if err := a.Check("c.h5", &b); err != nil {
+		t.Fatal(err)
+	}
+	b.Run.Hidden, b.Data.PartitionID = 64, 1
+	err := a.Check("c.h5", &b)
+	if err == nil || err.Error() != "c.h5: hidden: checkpoint has 3, this run 64" {
+		t.Errorf("got %v", err)
+	}
+	b.Run.Hidden = 3
+	if err := a.Check("c.h5", &b); err == nil || !strings.Contains(err.Error(), "partition_id: checkpoint has 0000000000000def, this run 0000000000000001") {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestNPYHeader(t *testing.T) {
+	for _, shape := range [][2]int{{1, 4}, {128, 256}, {123456, 7}} {
+		h := npyHeader(shape[0], shape[1])
+		if len(h)%64 != 0 || h[len(h)-1] != '\n' || !bytes.HasPrefix(h, []byte("\x93NUMPY\x01\x00")) {
+			t.Errorf("%v: header %q", shape, h)
+		}
+		if n := int(h[8]) | int(h[9])<<8; n != len(h)-10 {
+			t.Errorf("%v: header length field %d, want %d", shape, n, len(h)-10)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package ckpt
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/gnn"
+)
+
+// Config identifies a run: everything that changes its numbers, from the
+// data and its partition to the optimizer and the compression. A checkpoint
+// resumes only a run with an equal Config; in particular the same Epochs,
+// since the varco schedule's ramp depends on the run's length.
+type Config struct {
+	Run gnn.Config
+	// Adam's constants, recorded for readers of the file.
+	AdamBeta1, AdamBeta2, AdamEps float64
+	Data                          Data
+}
+
+// Data identifies the data a run trains on and how it was prepared.
+type Data struct {
+	Split                     string
+	NormalizeFeatures, NoComm bool
+	Ranks                     int // the world size
+	PartitionMethod           string
+	PartitionSeed             uint64
+	// Fingerprint is data.Dataset.Fingerprint of the data trained on;
+	// PartitionID identifies the assignment of its nodes to the ranks
+	// (data.PartitionID).
+	Fingerprint, PartitionID uint64
+}
+
+// NewConfig is the identity of a run with these settings on these data.
+func NewConfig(run gnn.Config, data Data) Config {
+	t := run.TrainConfig()
+	return Config{Run: run, AdamBeta1: decimal(t.Beta1), AdamBeta2: decimal(t.Beta2), AdamEps: decimal(t.Eps), Data: data}
+}
+
+// decimal is the shortest decimal that rounds to x (0.9 for float32 0.9),
+// which reads better in a file than x's exact float64 value.
+func decimal(x float32) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
+	return v
+}
+
+// maxLayers bounds the layer count read from a file: far above any real
+// model, low enough that per-layer tables stay small.
+const maxLayers = 1 << 10
+
+// field is one Config value, stored as a root attribute of that name.
+type field struct {
+	name   string
+	ptr    any   // *string, *int, *float64, *uint64 or *bool
+	lo, hi int64 // the range of an int
+	hex    bool  // a digest, shown in hex
+}
+
+// fields lists c's values in the order a mismatch is looked for: the
+// settings a user types first, then the world size and partition, then the
+// data.
+func (c *Config) fields() []field {
+	const maxInt = math.MaxInt32
+	r, d := &c.Run, &c.Data
+	return []field{
+		{name: "model", ptr: &r.Model},
+		{name: "layers", ptr: &r.Layers, lo: 1, hi: maxLayers},
+		{name: "hidden", ptr: &r.Hidden, lo: 0, hi: maxInt},
+		{name: "lr", ptr: &r.LR},
+		{name: "weight_decay", ptr: &r.WeightDecay},
+		{name: "dropout", ptr: &r.Dropout},
+		{name: "adam_beta1", ptr: &c.AdamBeta1},
+		{name: "adam_beta2", ptr: &c.AdamBeta2},
+		{name: "adam_eps", ptr: &c.AdamEps},
+		{name: "seed", ptr: &r.Seed},
+		{name: "epochs", ptr: &r.Epochs, lo: 1, hi: maxInt},
+		{name: "codec", ptr: &r.Codec},
+		{name: "codec_bwd", ptr: &r.CodecBwd},
+		{name: "schedule", ptr: &r.Schedule},
+		{name: "ratio", ptr: &r.Ratio},
+		{name: "ratio_max", ptr: &r.RatioMax},
+		{name: "ratio_min", ptr: &r.RatioMin},
+		{name: "slope", ptr: &r.Slope},
+		{name: "kappa", ptr: &r.Kappa},
+		{name: "eval_compressed", ptr: &r.EvalCompressed},
+		{name: "normalize_features", ptr: &d.NormalizeFeatures},
+		{name: "no_comm", ptr: &d.NoComm},
+		{name: "split", ptr: &d.Split},
+		{name: "ranks", ptr: &d.Ranks, lo: 1, hi: maxInt},
+		{name: "partition_method", ptr: &d.PartitionMethod},
+		{name: "partition_seed", ptr: &d.PartitionSeed},
+		{name: "dataset_fingerprint", ptr: &d.Fingerprint, hex: true},
+		{name: "in_dim", ptr: &r.InDim, lo: 1, hi: maxInt},
+		{name: "classes", ptr: &r.Classes, lo: 1, hi: maxInt},
+		{name: "partition_id", ptr: &d.PartitionID, hex: true},
+	}
+}
+
+func (f field) get() any { return reflect.ValueOf(f.ptr).Elem().Interface() }
+
+// attr is the field's attribute value: ints as int64, bools as int32 0/1.
+func (f field) attr() any {
+	switch v := f.get().(type) {
+	case int:
+		return int64(v)
+	case bool:
+		if v {
+			return int32(1)
+		}
+		return int32(0)
+	default:
+		return v
+	}
+}
+
+// read sets the field from its attribute in h.
+func (f field) read(h *data.H5File) {
+	switch p := f.ptr.(type) {
+	case *string:
+		*p = h.String(f.name)
+	case *int:
+		*p = int(h.Int(f.name, f.lo, f.hi))
+	case *float64:
+		*p = h.Float64(f.name)
+	case *uint64:
+		*p = h.Uint64(f.name)
+	case *bool:
+		*p = h.Int(f.name, 0, 1) == 1
+	}
+}
+
+// show formats a value of the field for people.
+func (f field) show(v any) string {
+	if f.hex {
+		return fmt.Sprintf("%016x", v)
+	}
+	return fmt.Sprint(v)
+}
+
+// Check returns an *data.InputError about file naming the first field in
+// which the checkpoint's config c differs from run's.
+func (c *Config) Check(file string, run *Config) error {
+	theirs := run.fields()
+	for i, f := range c.fields() {
+		if have, want := f.get(), theirs[i].get(); have != want {
+			return &data.InputError{File: file, Field: f.name,
+				Msg: fmt.Sprintf("checkpoint has %s, this run %s%s", f.show(have), f.show(want), mismatchHint[f.name])}
+		}
+	}
+	return nil
+}
+
+var mismatchHint = map[string]string{
+	"epochs":              " (a resumed run keeps --epochs: the varco ramp depends on it)",
+	"dataset_fingerprint": " (another dataset)",
+	"partition_id":        " (another partition)",
+}
+
+// Map is c as attribute name -> value, for JSON.
+func (c *Config) Map() map[string]any {
+	m := map[string]any{}
+	for _, f := range c.fields() {
+		m[f.name] = f.get()
+		if f.hex {
+			m[f.name] = f.show(f.get())
+		}
+	}
+	return m
+}
+
+// Text is c as "name value" pairs in field order, for people.
+func (c *Config) Text() string {
+	var s []string
+	for _, f := range c.fields() {
+		s = append(s, f.name+" "+f.show(f.get()))
+	}
+	return strings.Join(s, ", ")
+}

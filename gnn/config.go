@@ -1,0 +1,52 @@
+package gnn
+
+// Config is everything that fixes the numbers of a training run on given
+// data: the architecture, the optimiser and the halo compression, as a
+// user sets them (decimal values in float64; the kernels' float32
+// parameters derive from them), plus the two widths the data decide. A
+// checkpoint stores it (gnn/ckpt) and resumes only a run with an equal one.
+type Config struct {
+	Model          string // sage (GraphSAGE, mean aggregator) or gcn
+	Layers, Hidden int
+	InDim, Classes int // from the data
+	Dropout        float64
+	Seed           uint64 // initialisation, dropout and codec draws
+	Epochs         int
+	LR             float64
+	WeightDecay    float64
+	CompressConfig
+}
+
+// DefaultConfig follows the VARCO authors: 3-layer GraphSAGE-256, Adam
+// with lr 0.01, 300 epochs, no dropout, no compression.
+func DefaultConfig() Config {
+	return Config{Model: "sage", Layers: 3, Hidden: 256, Epochs: 300, LR: 0.01, CompressConfig: DefaultCompressConfig()}
+}
+
+// ModelConfig is the architecture c describes.
+func (c *Config) ModelConfig() ModelConfig {
+	return ModelConfig{Model: c.Model, Layers: c.Layers, Hidden: c.Hidden, InDim: c.InDim, Classes: c.Classes,
+		Dropout: float32(c.Dropout), Seed: c.Seed}
+}
+
+// TrainConfig is the optimiser c describes (Adam's betas and epsilon at
+// their defaults).
+func (c *Config) TrainConfig() TrainConfig {
+	t := DefaultTrainConfig()
+	t.Epochs, t.LR, t.WeightDecay = c.Epochs, float32(c.LR), float32(c.WeightDecay)
+	return t
+}
+
+// Validate checks the settings a user chooses (the widths from the data
+// are checked when the model is built), naming the offending one.
+func (c *Config) Validate() error {
+	m := c.ModelConfig()
+	m.InDim, m.Classes = 1, 1
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	if err := c.TrainConfig().Validate(); err != nil {
+		return err
+	}
+	return c.CompressConfig.Validate(c.Epochs)
+}

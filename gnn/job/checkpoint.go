@@ -1,0 +1,98 @@
+package job
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/gnn-spmd/gnn-spmd/gnn"
+	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
+)
+
+// checkpointer carries --checkpoint and --resume: the state restored into
+// every rank, and rank 0's history, saved every --checkpoint-every epochs,
+// after the last and after the one a signal stopped.
+type checkpointer struct {
+	path        string // --checkpoint; "" = none
+	every, keep int
+	cfg         ckpt.Config
+	dataset     string
+	from        string           // --resume
+	resumed     *ckpt.Checkpoint // nil for a fresh run
+	history     []metrics.Epoch  // the finished epochs, restored ones first
+	log         *slog.Logger     // rank 0's
+}
+
+// newCheckpointer reads --resume and refuses it unless it comes from this
+// run's data, partition and settings.
+func newCheckpointer(s *Spec, cfg ckpt.Config, dataset string, log *slog.Logger) (*checkpointer, error) {
+	c := &checkpointer{path: s.Checkpoint, every: s.CheckpointEvery, keep: s.Keep, cfg: cfg, dataset: dataset,
+		from: s.Resume, log: log}
+	if s.Resume == "" {
+		return c, nil
+	}
+	ck, err := ckpt.Read(s.Resume)
+	if err != nil {
+		return nil, err
+	}
+	if err := ck.Config.Check(s.Resume, &c.cfg); err != nil {
+		return nil, err
+	}
+	if err := ck.Verify(s.Resume); err != nil {
+		return nil, err
+	}
+	c.resumed, c.history = ck, ck.History
+	return c, nil
+}
+
+// restore loads the resumed state, if any, into a rank's trainer.
+func (c *checkpointer) restore(t *gnn.Trainer) error {
+	if c.resumed == nil {
+		return nil
+	}
+	return c.resumed.Restore(t)
+}
+
+// after records a finished epoch and writes a checkpoint when one is due.
+// A state that is no longer finite is not written: the run ends with an
+// error, and the checkpoint before stays.
+func (c *checkpointer) after(t *gnn.Trainer, st *metrics.Epoch) error {
+	if c.path == "" {
+		return nil
+	}
+	c.history = append(c.history, *st)
+	n := len(c.history)
+	if n%c.every != 0 && n != c.cfg.Run.Epochs && !st.Stop {
+		return nil
+	}
+	start := time.Now()
+	snap := ckpt.Capture(c.cfg, c.dataset, t, c.history) // brings the state to the host
+	if err := finiteState(t); err != nil {
+		return fmt.Errorf("epoch %d: %v: training diverged (lower --lr); %s was not overwritten", st.Epoch, err, c.path)
+	}
+	if err := ckpt.Write(c.path, c.keep, snap); err != nil {
+		return fmt.Errorf("--checkpoint: %w", err)
+	}
+	c.log.Info("checkpoint written", "file", c.path, "epoch", n, "seconds", time.Since(start).Seconds())
+	return nil
+}
+
+// finiteState checks that the parameters and Adam's moments are finite, as
+// a checkpoint must be (ckpt.Verify).
+func finiteState(t *gnn.Trainer) error {
+	for _, p := range t.Model.Params {
+		for _, a := range []struct {
+			what string
+			v    []float32
+		}{{"parameter", p.W}, {"Adam first moment of", p.M}, {"Adam second moment of", p.V}} {
+			for k, x := range a.v {
+				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+					return fmt.Errorf("%s %s entry %d is %v", a.what, p.Name, k, x)
+				}
+			}
+		}
+	}
+	return nil
+}

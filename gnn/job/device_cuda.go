@@ -1,0 +1,63 @@
+//go:build !cpu
+
+package job
+
+import (
+	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/comm/halo/gpu"
+	"github.com/gnn-spmd/gnn-spmd/gnn"
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+	"github.com/gnn-spmd/gnn-spmd/kernels/cuda"
+)
+
+// DefaultDevice is where the kernels run unless --device says otherwise:
+// the GPU build trains on the GPU.
+const DefaultDevice = "cuda"
+
+// newAccelerator binds the rank's GPU to the calling goroutine.
+func newAccelerator(ordinal int) (rankDevice, error) { return cuda.New(ordinal) }
+
+// deviceReducer sums gradients in device memory through the device
+// transport and the metrics through the host communicator.
+type deviceReducer struct {
+	host comm.Comm
+	t    comm.DeviceTransport
+	next *comm.Op // the label of the next call
+}
+
+func (r *deviceReducer) Label(op *comm.Op) { r.next = op }
+
+func (r *deviceReducer) AllReduceFloat64(x []float64) error {
+	comm.Label(r.host, r.next)
+	return r.host.AllReduceFloat64(x)
+}
+
+func (r *deviceReducer) AllReduceMat(x *kernels.Mat) error {
+	comm.Label(r.t, r.next)
+	return r.t.AllReduceMat(x)
+}
+
+// acceleratorHalo builds the GPU halo exchange and gradient reducer of one
+// rank: NCCL between processes, device copies between the goroutine ranks
+// of one process (NCCL refuses two ranks on one GPU).
+func acceleratorHalo(c comm.Comm, dev rankDevice, v *gnn.View, layers int, inProcess bool) (*acceleratorComm, error) {
+	cd := dev.(*cuda.Device)
+	var tr comm.DeviceTransport
+	a := &acceleratorComm{release: func() {}}
+	if inProcess {
+		tr = comm.NewSharedGPU(c, cd)
+	} else {
+		n, err := comm.NewNCCL(c, cd)
+		if err != nil {
+			return nil, err
+		}
+		tr, a.release = n, func() { n.Close() }
+	}
+	x, err := gpu.NewExchange(v.Plan, cd, tr, layers)
+	if err != nil {
+		a.release()
+		return nil, err
+	}
+	a.halo, a.reduce = x, &deviceReducer{host: c, t: tr}
+	return a, nil
+}

@@ -1,0 +1,79 @@
+package job
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
+)
+
+// genData writes a generated 2000-node, 4-class graph and returns its path.
+func genData(t *testing.T) string {
+	t.Helper()
+	ds, err := data.Generate(data.GenOptions{Nodes: 2000, Classes: 4, AvgDegree: 20, Homophily: 0.7, Features: 16,
+		SNR: 1, TrainFrac: 0.6, ValidFrac: 0.2, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "g.h5")
+	if err := data.WriteH5(path, ds); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// stallingObserver keeps rank 0 out of the communicator for a while after
+// one epoch, as a hung rank would be.
+type stallingObserver struct {
+	quiet
+	epoch  int
+	stall  time.Duration
+	epochs int
+	at     time.Time
+}
+
+func (o *stallingObserver) Epoch(e *metrics.Epoch) error {
+	o.epochs++
+	if e.Epoch == o.epoch {
+		o.at = time.Now()
+		time.Sleep(o.stall)
+	}
+	return nil
+}
+
+// TestCommTimeoutLocal: goroutine rank 0 stops calling the communicator
+// after epoch 2; the other ranks' watchdogs fail the job within the
+// timeout plus a second, with an error naming the operation they waited in
+// and the timeout.
+func TestCommTimeoutLocal(t *testing.T) {
+	s := DefaultSpec()
+	s.Data, s.Ranks, s.Run.Epochs, s.Run.Hidden, s.CommTimeout = genData(t), 3, 10, 8, time.Second
+	obs := &stallingObserver{epoch: 2, stall: 3 * time.Second}
+	err := Run(s, Env{Observer: obs})
+	took := time.Since(obs.at)
+	t.Logf("%v, %v after the stall", err, took)
+	var te *comm.TimeoutError
+	if !errors.As(err, &te) || ExitCode(err) != ExitFailure {
+		t.Fatalf("Run returned %v (exit %d), want a timeout, exit %d", err, ExitCode(err), ExitFailure)
+	}
+	for _, w := range []string{"did not complete within the 1s timeout: waited 1", "(--comm-timeout)"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+	if te.Rank == 0 {
+		t.Errorf("the stalled rank reported the timeout: %v", err)
+	}
+	if obs.epochs != 3 {
+		t.Errorf("%d epochs reported, want 3 (0, 1 and 2)", obs.epochs)
+	}
+	// The group fails at the timeout; rank 0 returns when its stall ends.
+	if te.Elapsed < time.Second || te.Elapsed > 2*time.Second || took > obs.stall+time.Second {
+		t.Errorf("timed out after waiting %v, returned %v after the stall: want a wait within [1s, 2s], a return < the stall + 1s", te.Elapsed, took)
+	}
+}

@@ -1,0 +1,147 @@
+// Package job is the runtime of one training job: the run spec a user asks
+// for, and Run, which sets every rank up (data, device, halo exchange,
+// checkpoint), agrees on the setup, trains with a watchdog over every
+// collective and a signal handler that stops at an epoch boundary, writes
+// the metrics file and the checkpoints, and ends every rank alike. The same
+// per-rank code serves both launchers: goroutine ranks in one process and
+// MPI ranks under mpirun.
+package job
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/gnn"
+)
+
+// Spec is one training run as a user asks for it. Run holds what fixes its
+// numbers; the rest says on which data, how the ranks run and what they
+// write. Each field is the train flag of the same name.
+type Spec struct {
+	Run gnn.Config
+
+	// The data: a dataset (Data, an OGB directory or .h5 file) partitioned
+	// on the fly, or a partition directory (Parts) of which every rank
+	// reads only its own part.
+	Data          string
+	Split         string // "" = the dataset's only or first split
+	Build         data.BuildOptions
+	Normalize     bool // row-normalise the features (--normalize-features)
+	Parts         string
+	Partition     string // on the fly: random or metis
+	PartitionSeed uint64
+	NoComm        bool // drop the edges that cross parts
+
+	// The ranks.
+	Ranks       int    // goroutine ranks of this process (without mpirun)
+	Comm        string // auto (mpi under a launcher, else local), mpi or local
+	Device      string // cpu or cuda
+	Threads     int    // CPU threads for kernels, shared by the ranks of this process (0 = all)
+	Overlap     bool   // compute what needs no halo row while the exchanges are in flight
+	CommTimeout time.Duration
+
+	// What the run writes.
+	Metrics         string // JSON Lines, one per epoch, then the summary
+	Checkpoint      string
+	CheckpointEvery int
+	Keep            int
+	Resume          string
+	CPUProfile      string
+}
+
+// DefaultSpec is the VARCO authors' setting (gnn.DefaultConfig) on one
+// rank, random partitions, checkpoints every 10 epochs, a 5-minute
+// communication timeout.
+func DefaultSpec() Spec {
+	return Spec{Run: gnn.DefaultConfig(), Partition: data.MethodRandom, Ranks: 1, Comm: "auto", Device: DefaultDevice,
+		Overlap: true, CommTimeout: 5 * time.Minute, CheckpointEvery: 10, Keep: 1}
+}
+
+// SpecError is a spec that cannot run: a usage error.
+type SpecError struct{ Msg string }
+
+func (e *SpecError) Error() string { return e.Msg }
+
+// ExitCode is ExitBadInput.
+func (e *SpecError) ExitCode() int { return ExitBadInput }
+
+func specErrorf(format string, args ...any) error {
+	return &SpecError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks s and fills CodecBwd from Codec (so that a checkpoint
+// records the codec actually used).
+func (s *Spec) Validate() error {
+	switch {
+	case s.Data == "" && s.Parts == "":
+		return specErrorf("train: --data (or --parts) is required")
+	case s.Threads < 0:
+		return specErrorf("train: --threads: got %d, expected >= 0", s.Threads)
+	case s.Ranks < 1:
+		return specErrorf("train: --ranks: got %d, expected >= 1", s.Ranks)
+	case s.Device != "cpu" && s.Device != "cuda":
+		return specErrorf("train: --device: got %q, expected cpu or cuda", s.Device)
+	case s.Device == "cuda" && DefaultDevice == "cpu":
+		return specErrorf("train: --device cuda: this binary is the CPU build (-tags cpu); build the GPU one with make cuda")
+	case s.Partition != data.MethodRandom && s.Partition != data.MethodMETIS:
+		return specErrorf("train: --partition: got %q, expected random or metis", s.Partition)
+	case s.Parts != "" && s.Normalize:
+		return specErrorf("train: --normalize-features applies when loading --data, not to a --parts directory")
+	case s.CheckpointEvery < 1:
+		return specErrorf("train: --checkpoint-every: got %d, expected >= 1", s.CheckpointEvery)
+	case s.Keep < 1:
+		return specErrorf("train: --keep: got %d, expected >= 1", s.Keep)
+	case s.CommTimeout < 0:
+		return specErrorf("train: --comm-timeout: got %v, expected >= 0 (0 = never)", s.CommTimeout)
+	}
+	s.Run.CodecBwd = s.Run.Backward()
+	if err := s.Run.Validate(); err != nil {
+		return specErrorf("train: %v", err)
+	}
+	_, err := s.transport()
+	return err
+}
+
+// UnderMPI reports whether a launcher (Open MPI's mpirun or a PMI one such
+// as MPICH's mpiexec) started this process.
+func UnderMPI() bool {
+	for _, v := range []string{"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"} {
+		if os.Getenv(v) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// transport is the launcher the ranks run under: mpi or local.
+func (s *Spec) transport() (string, error) {
+	switch s.Comm {
+	case "auto":
+		if UnderMPI() {
+			if s.Ranks != 1 {
+				return "", specErrorf("train: --ranks %d under mpirun: the launcher sets the ranks (use one or the other)", s.Ranks)
+			}
+			return "mpi", nil
+		}
+		return "local", nil
+	case "mpi", "local":
+		return s.Comm, nil
+	}
+	return "", specErrorf("train: --comm: got %q, expected auto, mpi or local", s.Comm)
+}
+
+// ThreadsPerRank shares Threads (or all cores) among the q ranks of one
+// process.
+func (s *Spec) ThreadsPerRank(q int) int {
+	t := s.Threads
+	if t == 0 {
+		t = runtime.GOMAXPROCS(0)
+	}
+	return max(1, t/q)
+}
+
+// checkpointing reports whether the run needs its identity (fingerprints).
+func (s *Spec) checkpointing() bool { return s.Checkpoint != "" || s.Resume != "" }

@@ -1,0 +1,205 @@
+// Package metrics is the record of a training run: what every epoch
+// measured (Epoch) and the run's result (Summary). The Epoch struct is the
+// one schema of that record: its JSON keys are the fields of a --metrics
+// line (JSONL, written and read here), and Columns turns the same fields
+// into the /metrics table of a checkpoint.
+package metrics
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+)
+
+// Epoch is what one epoch measured. Accuracies are over all ranks, for the
+// parameters that entered the epoch (the same ones the loss saw); byte
+// counts are summed over ranks. Fields tagged derived follow from the
+// others (Derive), so a table need not store them.
+type Epoch struct {
+	Epoch    int     `json:"epoch"`
+	Loss     float64 `json:"loss"`
+	TrainAcc float64 `json:"train_acc"`
+	ValAcc   float64 `json:"val_acc"`
+	TestAcc  float64 `json:"test_acc"`
+	Seconds  float64 `json:"epoch_seconds"`
+	// CommSeconds is this rank's time inside the transport (halo exchanges
+	// and all-reduces), HaloSeconds the halo exchanges' part of it,
+	// CodecSeconds its time encoding and decoding; ComputeSeconds is the
+	// rest of Seconds.
+	CommSeconds    float64 `json:"comm_seconds"`
+	HaloSeconds    float64 `json:"halo_seconds"`
+	CodecSeconds   float64 `json:"compress_seconds"`
+	ComputeSeconds float64 `json:"compute_seconds" metrics:"derived"`
+	// BytesFwd and BytesBwd are the epoch's training halo bytes, BytesCum
+	// the run's up to and including this epoch.
+	BytesFwd int64 `json:"bytes_fwd" metrics:"derived"`
+	BytesBwd int64 `json:"bytes_bwd" metrics:"derived"`
+	BytesCum int64 `json:"bytes_cum" metrics:"derived"`
+	// Halo bytes handed to the transport per layer. BytesEvalLayer counts
+	// the evaluation pass's forward exchanges, kept apart so that budgets
+	// compare training traffic.
+	BytesFwdLayer  []int64 `json:"bytes_fwd_layer"`
+	BytesBwdLayer  []int64 `json:"bytes_bwd_layer"`
+	BytesEvalLayer []int64 `json:"bytes_eval_layer"`
+	// Rates are the compression rates per layer (1 = raw); Bits the bits
+	// per value (quant) or columns kept (trunc) per layer, 32 when raw;
+	// CompError the relative error ||x - x^|| / ||x|| of the forward
+	// training payloads per layer.
+	Rates     []float64 `json:"ratio"`
+	Bits      []int     `json:"bits"`
+	CompError []float64 `json:"comp_error"`
+	// GradNorm is the norm of the all-reduced parameter gradient (before
+	// weight decay), which closed-loop schedules watch.
+	GradNorm float64 `json:"grad_norm"`
+	// ValAUC and TestAUC are the ROC AUC of two-class tasks; nil for other
+	// tasks and where a split lacks one of the classes (AUC undefined).
+	ValAUC  *float64 `json:"val_auc,omitempty"`
+	TestAUC *float64 `json:"test_auc,omitempty"`
+	// Stop says that a rank asked to stop during this epoch: the run ends
+	// after it on every rank. Not part of the record.
+	Stop bool `json:"-"`
+}
+
+// Derive sets the derived fields from the others, given the run's halo
+// bytes before this epoch.
+func (e *Epoch) Derive(bytesBefore int64) {
+	e.ComputeSeconds = e.Seconds - e.CommSeconds - e.CodecSeconds
+	e.BytesFwd, e.BytesBwd = 0, 0
+	for l := range e.BytesFwdLayer {
+		e.BytesFwd += e.BytesFwdLayer[l]
+		e.BytesBwd += e.BytesBwdLayer[l]
+	}
+	e.BytesCum = bytesBefore + e.BytesFwd + e.BytesBwd
+}
+
+// ClearTimes zeroes the wall-clock fields, which are all that differs
+// between two runs of the same settings (a resumed run and an
+// uninterrupted one, say).
+func (e *Epoch) ClearTimes() {
+	e.Seconds, e.CommSeconds, e.HaloSeconds, e.CodecSeconds, e.ComputeSeconds = 0, 0, 0, 0, 0
+}
+
+// Summary is the result of a run: the test accuracy at the best validation
+// accuracy (earliest epoch on ties) and at the last epoch, and, for the
+// record, the run's size and peak memory.
+type Summary struct {
+	IsSummary     bool    `json:"summary"` // true: tells the summary line from the epochs
+	BestValAcc    float64 `json:"best_val_acc"`
+	BestEpoch     int     `json:"best_epoch"`
+	TestAtBestVal float64 `json:"test_at_best_val"`
+	FinalTestAcc  float64 `json:"final_test_acc"`
+	Epochs        int     `json:"epochs"`
+	Seconds       float64 `json:"seconds"`
+	BytesTotal    int64   `json:"bytes_total"` // halo bytes over all epochs, ranks and directions
+	Ranks         int     `json:"ranks"`
+	MaxRSSMiB     int64   `json:"max_rss_mb"`
+	RankRSSMiB    []int64 `json:"rank_rss_mb"`
+	// For two-class tasks: the best validation AUC and the test AUC then.
+	BestValAUC       *float64 `json:"best_val_auc,omitempty"`
+	TestAtBestValAUC *float64 `json:"test_at_best_val_auc,omitempty"`
+}
+
+// NewSummary is the summary of a run before its first epoch.
+func NewSummary() Summary { return Summary{IsSummary: true, BestValAcc: -1} }
+
+// Add accounts for one finished epoch.
+func (s *Summary) Add(e Epoch) {
+	if e.ValAcc > s.BestValAcc {
+		s.BestValAcc, s.BestEpoch, s.TestAtBestVal = e.ValAcc, e.Epoch, e.TestAcc
+	}
+	if e.ValAUC != nil && e.TestAUC != nil && (s.BestValAUC == nil || *e.ValAUC > *s.BestValAUC) {
+		s.BestValAUC, s.TestAtBestValAUC = ptr(*e.ValAUC), ptr(*e.TestAUC)
+	}
+	s.FinalTestAcc = e.TestAcc
+	s.BytesTotal += e.BytesFwd + e.BytesBwd
+	s.Epochs = e.Epoch + 1
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// ColumnKind is the type of a column's values.
+type ColumnKind int
+
+const (
+	Float       ColumnKind = iota // one float64 per epoch
+	OptFloat                      // one float64 per epoch, NaN where absent
+	Int                           // one int64 per epoch
+	FloatLayers                   // [epochs, layers] float64
+	IntLayers                     // [epochs, layers] int64
+	SmallLayers                   // [epochs, layers] int32 (bits)
+)
+
+// Column is one field of Epoch as a column of a table, named by its JSON
+// key.
+type Column struct {
+	Name    string
+	Kind    ColumnKind
+	Derived bool // Derive computes it: a reader need not read it
+	index   int
+}
+
+var columns = func() []Column {
+	var cs []Column
+	t := reflect.TypeFor[Epoch]()
+	kinds := map[reflect.Type]ColumnKind{
+		reflect.TypeFor[float64](): Float, reflect.TypeFor[*float64](): OptFloat, reflect.TypeFor[int](): Int,
+		reflect.TypeFor[int64](): Int, reflect.TypeFor[[]float64](): FloatLayers, reflect.TypeFor[[]int64](): IntLayers,
+		reflect.TypeFor[[]int](): SmallLayers,
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		kind, ok := kinds[f.Type]
+		if !ok {
+			panic(fmt.Sprintf("metrics: field %s has type %s, which no column kind stores", f.Name, f.Type))
+		}
+		cs = append(cs, Column{Name: name, Kind: kind, Derived: f.Tag.Get("metrics") == "derived", index: i})
+	}
+	return cs
+}()
+
+// Columns lists the record's columns in the order of a metrics line.
+func Columns() []Column { return columns }
+
+func (c Column) field(e *Epoch) reflect.Value { return reflect.ValueOf(e).Elem().Field(c.index) }
+
+// Float is the column's value in e, for Float and OptFloat columns (NaN
+// for an absent OptFloat).
+func (c Column) Float(e *Epoch) float64 {
+	v := c.field(e)
+	if c.Kind == OptFloat {
+		if v.IsNil() {
+			return math.NaN()
+		}
+		return v.Elem().Float()
+	}
+	return v.Float()
+}
+
+// SetFloat sets the column's value in e (NaN for an OptFloat column sets
+// it absent).
+func (c Column) SetFloat(e *Epoch, x float64) {
+	v := c.field(e)
+	switch {
+	case c.Kind != OptFloat:
+		v.SetFloat(x)
+	case math.IsNaN(x):
+		v.SetZero()
+	default:
+		v.Set(reflect.ValueOf(&x))
+	}
+}
+
+// Int is the column's value in e, for Int columns; SetInt sets it.
+func (c Column) Int(e *Epoch) int64       { return c.field(e).Int() }
+func (c Column) SetInt(e *Epoch, x int64) { c.field(e).SetInt(x) }
+
+// Floats, Ints and Smalls point at the column's per-layer values in e, for
+// the FloatLayers, IntLayers and SmallLayers columns.
+func (c Column) Floats(e *Epoch) *[]float64 { return c.field(e).Addr().Interface().(*[]float64) }
+func (c Column) Ints(e *Epoch) *[]int64     { return c.field(e).Addr().Interface().(*[]int64) }
+func (c Column) Smalls(e *Epoch) *[]int     { return c.field(e).Addr().Interface().(*[]int) }
