@@ -17,18 +17,19 @@ BIN := bin/gnn-spmd
 deps:
 	@scripts/deps.sh
 
-# bin/gnn-spmd (training and data), bin/gnn-results (analysis of runs).
+# bin/gnn-spmd (training and data), bin/gnn-results (analysis of runs),
+# bin/gnn-mpibench (the MPI transport's bandwidth).
 build: deps
-	go build $(GOFLAGS_TAGS) -o bin/ ./cmd/gnn-spmd ./cmd/gnn-results
+	go build $(GOFLAGS_TAGS) -o bin/ ./cmd/gnn-spmd ./cmd/gnn-results ./cmd/gnn-mpibench
 
 # The CPU-only build (what CI tests).
 cpu: build
 
-# The GPU build (no cpu tag): CUDA kernels from kernels/*.cu as embedded
+# The GPU build (no cpu tag): CUDA kernels from kernels/cuda/*.cu as embedded
 # PTX, gorgonia.org/cu for the driver API, cuBLAS and NCCL loaded at run
 # time. Needs a CUDA toolkit (nvcc, cuda.h, libcuda): scripts/cuda-deps.sh
 # installs Debian's CUDA 11.8. The binary also runs --device cpu.
-include kernels/ptx.mk
+include kernels/cuda/ptx.mk
 CUDA_TAGS ?= $(BLAS_TAG)
 CUDA_BIN := bin/gnn-spmd-cuda
 
@@ -72,7 +73,7 @@ test: build vet
 # FUZZMINIMIZETIME=30s to minimize a crasher.
 FUZZTIME ?= 15s
 FUZZMINIMIZETIME ?= 0
-FUZZ_TARGETS := data:FuzzLoadOGB data:FuzzOGBNumbers data:FuzzReadH5 data:FuzzReadShard \
+FUZZ_TARGETS := data/ogb:FuzzLoadOGB data/ogb:FuzzOGBNumbers data/datafile:FuzzReadH5 data/partition:FuzzReadShard \
 	gnn/ckpt:FuzzReadCheckpoint comm/codec:FuzzDecode comm/codec:FuzzCodecRoundTrip
 fuzz: deps
 	@failed=""; for t in $(FUZZ_TARGETS); do \

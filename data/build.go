@@ -3,8 +3,8 @@ package data
 import (
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
+
+	"github.com/gnn-spmd/gnn-spmd/data/internal/par"
 )
 
 // BuildOptions controls how an edge list becomes a Graph.
@@ -79,36 +79,11 @@ func BuildGraph(n int, src, dst []int32, opt BuildOptions) (*Graph, error) {
 	return &Graph{N: n, Indptr: indptr, Indices: indices}, nil
 }
 
-// parallelRange splits [0, n) into one contiguous chunk per worker and runs
-// body on each concurrently.
-func parallelRange(n int, body func(lo, hi int)) {
-	w := runtime.GOMAXPROCS(0)
-	if w > n {
-		w = n
-	}
-	if w <= 1 {
-		if n > 0 {
-			body(0, n)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	for t := 0; t < w; t++ {
-		lo, hi := t*n/w, (t+1)*n/w
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			body(lo, hi)
-		}()
-	}
-	wg.Wait()
-}
-
 // WithSelfLoops returns g with an edge i->i added to every row that lacks
 // one (placed first in the row); g itself is unchanged.
 func WithSelfLoops(g *Graph) *Graph {
 	missing := make([]bool, g.N)
-	parallelRange(g.N, func(lo, hi int) {
+	par.Range(g.N, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			missing[i] = true
 			for _, s := range g.Indices[g.Indptr[i]:g.Indptr[i+1]] {
@@ -127,7 +102,7 @@ func WithSelfLoops(g *Graph) *Graph {
 		}
 	}
 	indices := make([]int32, indptr[g.N])
-	parallelRange(g.N, func(lo, hi int) {
+	par.Range(g.N, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			at := indptr[i]
 			if missing[i] {
@@ -144,7 +119,7 @@ func WithSelfLoops(g *Graph) *Graph {
 // zeros stay zero), the preprocessing of Kipf & Welling's GCN experiments.
 func (d *Dataset) NormalizeFeatureRows() {
 	f := d.NumFeatures
-	parallelRange(d.Graph.N, func(lo, hi int) {
+	par.Range(d.Graph.N, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row := d.Features[i*f : (i+1)*f]
 			var s float64

@@ -72,7 +72,7 @@ func (e *InputError) Error() string {
 // ExitCode is 2, the exit code of bad input.
 func (e *InputError) ExitCode() int { return 2 }
 
-// inputErrorf builds an InputError with a formatted message.
-func inputErrorf(file string, line int, field, format string, args ...any) *InputError {
+// InputErrorf builds an InputError with a formatted message.
+func InputErrorf(file string, line int, field, format string, args ...any) *InputError {
 	return &InputError{File: file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/ogb"
+	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
@@ -14,13 +16,13 @@ import (
 // traffic on every layer.
 func compressedSetup(t *testing.T) (*data.Dataset, string, []int32, ModelConfig) {
 	t.Helper()
-	ds, err := data.LoadOGB(sharedData(t, "cora"), data.OGBOptions{})
+	ds, err := ogb.Load(sharedData(t, "cora"), ogb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ds.NormalizeFeatureRows()
 	split := ds.SplitNames()[0]
-	parts, err := data.PartitionMETIS(ds.Graph, 4, 1, ds.Splits[split].Train)
+	parts, err := partition.PartitionMETIS(ds.Graph, 4, 1, ds.Splits[split].Train)
 	if err != nil {
 		t.Fatal(err)
 	}

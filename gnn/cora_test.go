@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/ogb"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
@@ -28,7 +28,7 @@ func TestCoraKipfSetting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains 20 models; skipped with -short")
 	}
-	ds, err := data.LoadOGB(sharedData(t, "cora"), data.OGBOptions{})
+	ds, err := ogb.Load(sharedData(t, "cora"), ogb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

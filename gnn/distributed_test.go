@@ -8,6 +8,8 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/comm"
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/ogb"
+	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
@@ -49,7 +51,7 @@ func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int
 // runRanksWith is runRanks with the models' Overlap set as given.
 func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() CompressConfig, overlap bool) []metrics.Epoch {
 	t.Helper()
-	shards, err := data.BuildShards(ds, split, parts, q)
+	shards, err := partition.BuildShards(ds, split, parts, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func closeLoss(a, b float64) bool {
 
 // haloRows sums the halo rows every rank receives per layer.
 func haloRows(t *testing.T, ds *data.Dataset, split string, parts []int32, q int) int64 {
-	shards, err := data.BuildShards(ds, split, parts, q)
+	shards, err := partition.BuildShards(ds, split, parts, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +142,7 @@ func TestDistributedEqualsSingle(t *testing.T) {
 		dropout     float32
 	}{{"cora", "sage", 0.2}, {"amazon_photo", "sage", 0.2}, {"cora", "gcn", 0}} {
 		name, model := c.name, c.model
-		ds, err := data.LoadOGB(sharedData(t, name), data.OGBOptions{})
+		ds, err := ogb.Load(sharedData(t, name), ogb.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,9 +159,9 @@ func TestDistributedEqualsSingle(t *testing.T) {
 					t.Run(fmt.Sprintf("%s/%s/%s/Q%d", name, model, method, q), func(t *testing.T) {
 						var parts []int32
 						if method == "metis" {
-							parts, err = data.PartitionMETIS(ds.Graph, q, 1, ds.Splits[split].Train)
+							parts, err = partition.PartitionMETIS(ds.Graph, q, 1, ds.Splits[split].Train)
 						} else {
-							parts, err = data.PartitionRandom(ds.Graph, q, 1)
+							parts, err = partition.PartitionRandom(ds.Graph, q, 1)
 						}
 						if err != nil {
 							t.Fatal(err)

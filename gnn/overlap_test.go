@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
@@ -61,11 +61,11 @@ func TestBackwardScratch(t *testing.T) {
 // (no copy), unless dropout writes that input.
 func TestFirstInputAliasesFeatures(t *testing.T) {
 	ds := randomDataset(t, 40, 6, 4, 3)
-	parts, err := data.Partition(ds, "s", 2, data.MethodRandom, 1)
+	parts, err := partition.Partition(ds, "s", 2, partition.MethodRandom, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh, err := data.BuildShard(ds, "s", parts, 2, 0)
+	sh, err := partition.BuildShard(ds, "s", parts, 2, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

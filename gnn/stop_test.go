@@ -8,7 +8,8 @@ import (
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
-	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/gen"
+	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
@@ -16,16 +17,16 @@ import (
 // rankTrainers builds q goroutine-rank trainers of a small generated graph.
 func rankTrainers(t *testing.T, q int, cfg TrainConfig, layers int) ([]*Trainer, []*comm.Local) {
 	t.Helper()
-	ds, err := data.Generate(data.GenOptions{Nodes: 2000, Classes: 4, AvgDegree: 20, Homophily: 0.7, Features: 16, SNR: 1, Seed: 3})
+	ds, err := gen.Generate(gen.Options{Nodes: 2000, Classes: 4, AvgDegree: 20, Homophily: 0.7, Features: 16, SNR: 1, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	split := ds.SplitNames()[0]
-	parts, err := data.PartitionRandom(ds.Graph, q, 0)
+	parts, err := partition.PartitionRandom(ds.Graph, q, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shards, err := data.BuildShards(ds, split, parts, q)
+	shards, err := partition.BuildShards(ds, split, parts, q)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
@@ -42,47 +43,41 @@ type View struct {
 	NumClasses                           int
 }
 
-// Aggregation is how a layer weighs the rows it aggregates.
-type Aggregation int
+// aggregation is how a layer weighs the rows it aggregates.
+type aggregation int
 
 const (
-	// Mean weighs each in-neighbour of i by 1/indeg(i) (GraphSAGE-mean).
-	Mean Aggregation = iota
-	// Sum weighs every in-neighbour by 1.
-	Sum
-	// GCNNorm weighs edge j->i by 1/sqrt(deg(i) deg(j)), with self-loops
+	// mean weighs each in-neighbour of i by 1/indeg(i) (GraphSAGE-mean).
+	mean aggregation = iota
+	// gcnNorm weighs edge j->i by 1/sqrt(deg(i) deg(j)), with self-loops
 	// already in the graph (Kipf & Welling's renormalisation).
-	GCNNorm
+	gcnNorm
 )
 
-// AggregationFor returns the aggregation a model uses and whether its graph
+// aggregationFor returns the aggregation a model uses and whether its graph
 // needs self-loops.
-func AggregationFor(model string) (Aggregation, bool, error) {
+func aggregationFor(model string) (aggregation, bool, error) {
 	switch model {
 	case "sage":
-		return Mean, false, nil
+		return mean, false, nil
 	case "gcn":
-		return GCNNorm, true, nil
+		return gcnNorm, true, nil
 	}
 	return 0, false, fmt.Errorf("model %q: expected sage or gcn", model)
 }
 
-// EdgeWeights fills the per-edge weights of a CSR whose row i is a node of
+// edgeWeights fills the per-edge weights of a CSR whose row i is a node of
 // in-degree rowDeg[i] and whose column c is a node of in-degree colDeg[c]
 // (both counted in the whole graph, so that every rank weighs alike).
-// It returns nil for Sum (all ones).
-func EdgeWeights(agg Aggregation, ptr []int64, col []int32, rowDeg, colDeg []int32) []float32 {
-	if agg == Sum {
-		return nil
-	}
+func edgeWeights(agg aggregation, ptr []int64, col []int32, rowDeg, colDeg []int32) []float32 {
 	rows := len(ptr) - 1
 	val := make([]float32, ptr[rows])
 	for i := 0; i < rows; i++ {
 		for k := ptr[i]; k < ptr[i+1]; k++ {
 			switch agg {
-			case Mean:
+			case mean:
 				val[k] = float32(1 / float64(rowDeg[i]))
-			case GCNNorm:
+			case gcnNorm:
 				val[k] = float32(1 / math.Sqrt(float64(rowDeg[i])*float64(colDeg[col[k]])))
 			}
 		}
@@ -102,7 +97,7 @@ func SingleProcess(ds *data.Dataset, split string, model string) (*View, error) 
 	if ds.NumFeatures == 0 {
 		return nil, fmt.Errorf("dataset %s has no node features: training needs them", ds.Name)
 	}
-	agg, loops, err := AggregationFor(model)
+	agg, loops, err := aggregationFor(model)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +121,7 @@ func SingleProcess(ds *data.Dataset, split string, model string) (*View, error) 
 	return &View{
 		NumOwned:    n,
 		Plan:        plan,
-		Adj:         kernels.NewAdj(n, n, g.Indptr, g.Indices, EdgeWeights(agg, g.Indptr, g.Indices, deg, deg)),
+		Adj:         kernels.NewAdj(n, n, g.Indptr, g.Indices, edgeWeights(agg, g.Indptr, g.Indices, deg, deg)),
 		Input:       &kernels.Mat{Rows: n, Cols: ds.NumFeatures, Data: ds.Features},
 		Labels:      ds.Labels,
 		Train:       sp.Train,
@@ -143,8 +138,8 @@ func SingleProcess(ds *data.Dataset, split string, model string) (*View, error) 
 // FromShard builds the View of one rank from its shard. The weights use
 // global degrees (the halo nodes' from the shard), so that every rank
 // weighs an edge exactly as one process would.
-func FromShard(s *data.Shard, model string) (*View, error) {
-	agg, loops, err := AggregationFor(model)
+func FromShard(s *partition.Shard, model string) (*View, error) {
+	agg, loops, err := aggregationFor(model)
 	if err != nil {
 		return nil, err
 	}
@@ -165,19 +160,19 @@ func FromShard(s *data.Shard, model string) (*View, error) {
 	}
 	var rowDeg, colDeg []int32
 	switch agg {
-	case Mean:
+	case mean:
 		rowDeg = make([]int32, own)
 		for i := range rowDeg {
 			rowDeg[i] = int32(g.InDegree(i))
 		}
-	case GCNNorm:
+	case gcnNorm:
 		rowDeg, colDeg = s.LoopDegree[:own], s.LoopDegree
 	}
 	return &View{
 		NumOwned:    own,
 		NumHalo:     nHalo,
 		Plan:        plan,
-		Adj:         kernels.NewAdj(own, own+nHalo, g.Indptr, g.Indices, EdgeWeights(agg, g.Indptr, g.Indices, rowDeg, colDeg)),
+		Adj:         kernels.NewAdj(own, own+nHalo, g.Indptr, g.Indices, edgeWeights(agg, g.Indptr, g.Indices, rowDeg, colDeg)),
 		Input:       &kernels.Mat{Rows: own + nHalo, Cols: s.NumFeatures, Data: s.Features},
 		Labels:      s.Labels,
 		Train:       s.Train,

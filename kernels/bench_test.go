@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/gnn-spmd/gnn-spmd/kernels/rng"
 )
 
 // Benchmark sizes; the defaults need about 3 GiB. Shrink with e.g.
@@ -22,7 +24,7 @@ var (
 // fastFill fills s with cheap pseudo-random values in [-1, 1).
 func fastFill(s []float32, seed uint64) {
 	for i := range s {
-		s[i] = float32(int32(mix64(seed+uint64(i))>>32)) / (1 << 31)
+		s[i] = float32(int32(rng.Mix64(seed+uint64(i))>>32)) / (1 << 31)
 	}
 }
 
@@ -32,7 +34,7 @@ func BenchmarkSpMM(b *testing.B) {
 	col := make([]int32, n*deg)
 	val := make([]float32, n*deg)
 	for i := range col {
-		col[i] = int32(mix64(uint64(i)) % uint64(n))
+		col[i] = int32(rng.Mix64(uint64(i)) % uint64(n))
 	}
 	for i := range ptr {
 		ptr[i] = int64(i * deg)
@@ -126,11 +128,11 @@ func BenchmarkAdam(b *testing.B) {
 		clear(v)
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(n) * 4 * 7) // reads p, g, m, v; writes p, m, v
-			p.Adam(Vec(w), Vec(g), Vec(m), Vec(v), 1, 1e-3, 0.9, 0.999, 1e-8, 5e-4)
+			p.Adam(vec(w), vec(g), vec(m), vec(v), 1, 1e-3, 0.9, 0.999, 1e-8, 5e-4)
 			step := 1
 			for b.Loop() {
 				step++
-				p.Adam(Vec(w), Vec(g), Vec(m), Vec(v), step, 1e-3, 0.9, 0.999, 1e-8, 5e-4)
+				p.Adam(vec(w), vec(g), vec(m), vec(v), step, 1e-3, 0.9, 0.999, 1e-8, 5e-4)
 			}
 		})
 	}
@@ -146,7 +148,7 @@ func BenchmarkSoftmaxCE(b *testing.B) {
 	labels, rows := make([]int32, n), make([]int32, n)
 	for i := range rows {
 		rows[i] = int32(i)
-		labels[i] = int32(mix64(uint64(i)) % c)
+		labels[i] = int32(rng.Mix64(uint64(i)) % c)
 	}
 	b.Run(fmt.Sprintf("N=%d/C=%d", n, c), func(b *testing.B) {
 		b.SetBytes(int64(n) * c * 4 * 3) // zero d, read logits, write d

@@ -11,6 +11,9 @@ import (
 // inline, the others go through the worker pool (7 leaves ragged chunks).
 var threadCounts = []int{1, 2, 4, 7}
 
+// vec wraps a host slice as a 1 x len(x) matrix without copying.
+func vec(x []float32) *Mat { return &Mat{Rows: 1, Cols: len(x), Data: x} }
+
 func newRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed)) }
 
 func randMat(rng *rand.Rand, rows, cols int) *Mat {
@@ -363,7 +366,7 @@ func TestAddBias(t *testing.T) {
 					want.Data[i*y.Cols+j] += b[j]
 				}
 			}
-			p.AddBias(y, Vec(b))
+			p.AddBias(y, vec(b))
 			bitsEqual(t, "AddBias", y.Data, want.Data)
 		}
 	})
@@ -385,7 +388,7 @@ func TestBiasGrad(t *testing.T) {
 						want[j] += float64(dy.Data[i*dy.Cols+j])
 					}
 				}
-				p.BiasGrad(dy, Vec(db), acc)
+				p.BiasGrad(dy, vec(db), acc)
 				close32(t, "BiasGrad", db, want, 1e-6)
 			}
 		}
@@ -724,7 +727,7 @@ func TestAdamTwoSteps(t *testing.T) {
 			p, m, v := []float32{c.p0}, []float32{0}, []float32{0}
 			for s := 0; s < 2; s++ {
 				g := []float32{c.g[s]}
-				dev.Adam(Vec(p), Vec(g), Vec(m), Vec(v), s+1, c.lr, c.b1, c.b2, c.eps, c.wd)
+				dev.Adam(vec(p), vec(g), vec(m), vec(v), s+1, c.lr, c.b1, c.b2, c.eps, c.wd)
 				w := c.want[s]
 				close32(t, "Adam p", p, []float64{w.p}, 1e-6)
 				close32(t, "Adam m", m, []float64{w.m}, 1e-6)
@@ -749,7 +752,7 @@ func TestAdamRandom(t *testing.T) {
 		lr, b1, b2, eps, wd := 0.01, 0.9, 0.999, 1e-8, 5e-4
 		for s := 1; s <= 3; s++ {
 			g := randMat(rng, 1, n).Data
-			dev.Adam(Vec(p), Vec(g), Vec(m), Vec(v), s, float32(lr), float32(b1), float32(b2), float32(eps), float32(wd))
+			dev.Adam(vec(p), vec(g), vec(m), vec(v), s, float32(lr), float32(b1), float32(b2), float32(eps), float32(wd))
 			for i := range rp {
 				gi := float64(g[i]) + float64(float32(wd))*rp[i]
 				rm[i] = float64(float32(b1))*rm[i] + (1-float64(float32(b1)))*gi
@@ -787,7 +790,7 @@ func TestDeterministicAcrossThreads(t *testing.T) {
 		p.SpMM(a.T, x, y, false)
 		r.y = y.Data
 		r.db = make([]float32, 19)
-		p.BiasGrad(dy, Vec(r.db), false)
+		p.BiasGrad(dy, vec(r.db), false)
 		d := NewMat(20000, 19)
 		r.loss = p.SoftmaxCrossEntropy(logits, labels, rows, 1, d)
 		r.d = d.Data
@@ -840,8 +843,8 @@ func TestNoAllocs(t *testing.T) {
 	}{
 		{"SpMM", func() { p.SpMM(a, x, y, false) }},
 		{"SpMM^T", func() { p.SpMM(a.T, x, y, true) }},
-		{"AddBias", func() { p.AddBias(y, Vec(b)) }},
-		{"BiasGrad", func() { p.BiasGrad(y, Vec(b), false) }},
+		{"AddBias", func() { p.AddBias(y, vec(b)) }},
+		{"BiasGrad", func() { p.BiasGrad(y, vec(b), false) }},
 		{"ReLU", func() { p.ReLU(x, y) }},
 		{"ReLUBackward", func() { p.ReLUBackward(x, y, y) }},
 		{"Dropout", func() { p.Dropout(x, y, m, 0.5, 1, ids) }},
@@ -912,7 +915,7 @@ func TestScoreHistogramAUC(t *testing.T) {
 	if !math.IsNaN(AUC(make([]float64, 2*ScoreBins))) {
 		t.Error("AUC of an empty histogram is not NaN")
 	}
-	if got := p.SumSquares(Vec([]float32{3, 4})); got != 25 {
+	if got := p.SumSquares(vec([]float32{3, 4})); got != 25 {
 		t.Errorf("SumSquares(3, 4) = %v", got)
 	}
 }

@@ -28,10 +28,6 @@ func NewMat(rows, cols int) *Mat {
 	return &Mat{Rows: rows, Cols: cols, Data: make([]float32, rows*cols)}
 }
 
-// Vec wraps a host slice as a 1 x len(x) matrix (a bias, a parameter
-// vector) without copying.
-func Vec(x []float32) *Mat { return &Mat{Rows: 1, Cols: len(x), Data: x} }
-
 // Row returns row i of a host matrix as a slice aliasing m.Data.
 func (m *Mat) Row(i int) []float32 { return m.Data[i*m.Cols : (i+1)*m.Cols] }
 

@@ -3,36 +3,27 @@ package kernels
 import (
 	"fmt"
 	"math"
+
+	"github.com/gnn-spmd/gnn-spmd/kernels/rng"
 )
 
 // Dropout draws are counter-based, so any device can reproduce them in any
 // order. For element (i, j) with r = rowID(i):
 //
-//	h   = mix64(seed)                                  (once per call)
-//	u   = float32(mix64(h ^ (uint64(uint32(r))<<32 | uint64(uint32(j)))) >> 40) * 2^-24
+//	h   = rng.Mix64(seed)                                  (once per call)
+//	u   = float32(rng.Mix64(h ^ (uint64(uint32(r))<<32 | uint64(uint32(j)))) >> 40) * 2^-24
 //	keep  iff  u >= p
 //
-// where mix64 is the splitmix64 step:
-//
-//	z += 0x9E3779B97F4A7C15
-//	z  = (z ^ z>>30) * 0xBF58476D1CE4E5B9
-//	z  = (z ^ z>>27) * 0x94D049BB133111EB
-//	z ^= z>>31
+// where mix64 is the project's counter-based hash (rng.Mix64, splitmix64's
+// finaliser).
 //
 // (all uint64 arithmetic mod 2^64, >> logical). u is a multiple of 2^-24 in
 // [0, 1), exact in float32. Kept elements get mask = float32(1/(1-float64(p)))
 // and y = x*mask; dropped ones get mask = 0 and y = 0.
 
-func mix64(z uint64) uint64 {
-	z += 0x9E3779B97F4A7C15
-	z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
-	z = (z ^ z>>27) * 0x94D049BB133111EB
-	return z ^ z>>31
-}
-
 // dropUniform is u for (h, rowID, col) as described above.
 func dropUniform(h uint64, row, col int32) float32 {
-	z := mix64(h ^ (uint64(uint32(row))<<32 | uint64(uint32(col))))
+	z := rng.Mix64(h ^ (uint64(uint32(row))<<32 | uint64(uint32(col))))
 	return float32(z>>40) * (1.0 / (1 << 24))
 }
 
@@ -52,7 +43,7 @@ func (p *CPU) Dropout(x, y, mask *Mat, prob float32, seed uint64, rowIDs []int32
 	sameShape("Dropout", x, mask)
 	t := &p.drop
 	t.scale, t.thr = DropoutParams(prob, x.Rows, rowIDs)
-	t.x, t.y, t.mask, t.p, t.h, t.rowIDs = x, y, mask, prob, mix64(seed), rowIDs
+	t.x, t.y, t.mask, t.p, t.h, t.rowIDs = x, y, mask, prob, rng.Mix64(seed), rowIDs
 	t.nc = p.chunks(x.Rows * x.Cols)
 	p.run(t, t.nc)
 	t.x, t.y, t.mask, t.rowIDs = nil, nil, nil, nil
@@ -84,7 +75,7 @@ func (t *dropoutTask) do(c int) {
 		xr, yr, mr := x[o:o+f], y[o:o+f], m[o:o+f]
 		key := t.h ^ uint64(uint32(id))<<32
 		for j, v := range xr {
-			u := uint32(mix64(key^uint64(uint32(j))) >> 40)
+			u := uint32(rng.Mix64(key^uint64(uint32(j))) >> 40)
 			// All ones if u >= thr, else 0 (u, thr <= 2^24): masking the
 			// bits gives an exact +0 for dropped elements.
 			keep := ((u - thr) >> 31) - 1
@@ -93,10 +84,6 @@ func (t *dropoutTask) do(c int) {
 		}
 	}
 }
-
-// Mix64 is the splitmix64 finaliser of the dropout hash (h = Mix64(seed)),
-// for devices that draw the same masks.
-func Mix64(z uint64) uint64 { return mix64(z) }
 
 // DropoutParams checks p and the row IDs of a dropout over rows rows, and
 // returns what every device draws the same masks from: the survivors'

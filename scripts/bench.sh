@@ -107,9 +107,9 @@ for q in 1 2 4; do
   read -r ep comp com halo mib bw < <(split_stats "$work/dist-$q.jsonl")
   drows+="| $q | $ptime | $ep | $comp | $com | $halo | $mib | $bw |"$'\n'
 done
-go build -o "$work/mpicheck" ./comm/testdata/mpicheck
-a2a2=$(mpirun -np 2 "$work/mpicheck" -mode bench 2>&1 | grep -E '^(mode|alltoallv )' || true)
-a2a4=$(mpirun -np 4 "$work/mpicheck" -mode bench 2>&1 | grep -E '^(mode|alltoallv )' || true)
+go build -o "$work/gnn-mpibench" ./cmd/gnn-mpibench
+a2a2=$(mpirun -np 2 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || true)
+a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || true)
 
 {
   echo "# Benchmarks"
@@ -159,7 +159,7 @@ a2a4=$(mpirun -np 4 "$work/mpicheck" -mode bench 2>&1 | grep -E '^(mode|alltoall
   printf "%s" "$drows"
   echo
   echo "The transport's own limit, a plain MPI_Alltoallv of B bytes per peer (S = Q*B per rank; algbw counts all ranks' bytes,"
-  echo "offbw only those that cross processes), \`mpirun -np Q comm/testdata/mpicheck -mode bench\`:"
+  echo "offbw only those that cross processes), \`mpirun -np Q bin/gnn-mpibench\`:"
   echo
   echo '```'
   echo "Q=2"; echo "$a2a2"; echo "Q=4"; echo "$a2a4"

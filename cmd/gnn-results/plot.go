@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/gnn/results"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -304,38 +304,12 @@ func render(p *plot.Plot, format string) (vg.CanvasWriterTo, error) {
 	return c, nil
 }
 
-// writeAtomic writes path through a temporary file in the same directory
-// and a rename, creating the directory, so that no reader ever sees half a
-// figure or report, and a failed run leaves the previous file in place.
-func writeAtomic(path string, write func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// writeAtomic writes path atomically, creating its directory, so that no
+// reader ever sees half a figure or report, and a failed run leaves the
+// previous file in place.
+func writeAtomic(path string, write func(io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			err = fmt.Errorf("write %s: %w", path, err)
-		}
-	}()
-	bw := bufio.NewWriter(f)
-	if err := write(bw); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	// CreateTemp makes the file private; outputs are ordinary files.
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return h5.WriteAtomicStream(path, write)
 }

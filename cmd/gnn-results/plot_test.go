@@ -46,7 +46,7 @@ func TestPlotWritesFigures(t *testing.T) {
 	if !bytes.Contains(svg, []byte("varco layer 0")) || bytes.Contains(svg, []byte("varco layer 1")) {
 		t.Errorf("rate legend should show varco's compressed layer 0 only")
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "figs", "sub", ".*tmp*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, "figs", "sub", "*tmp*")); len(left) > 0 {
 		t.Errorf("temporary files left behind: %v", left)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/datafile"
+	"github.com/gnn-spmd/gnn-spmd/data/ogb"
 )
 
 func runConvert(args []string, stdout, stderr io.Writer) error {
@@ -22,11 +24,11 @@ func runConvert(args []string, stdout, stderr io.Writer) error {
 		return usagef("convert: --data and --out are required")
 	}
 	start := time.Now()
-	ds, err := data.LoadOGB(*dir, data.OGBOptions{Build: build})
+	ds, err := ogb.Load(*dir, ogb.Options{Build: build})
 	if err != nil {
 		return err
 	}
-	if err := data.WriteH5(*out, ds); err != nil {
+	if err := datafile.Write(*out, ds); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d nodes, %d edges, %d features, %d classes, splits %v (%.2fs)\n",

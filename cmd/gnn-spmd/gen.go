@@ -5,7 +5,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/datafile"
+	"github.com/gnn-spmd/gnn-spmd/data/gen"
 )
 
 func runGen(args []string, stdout, stderr io.Writer) error {
@@ -29,14 +30,14 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 		return usagef("gen: --out is required")
 	}
 	start := time.Now()
-	ds, err := data.Generate(data.GenOptions{Nodes: *nodes, Classes: *classes, AvgDegree: *degree,
+	ds, err := gen.Generate(gen.Options{Nodes: *nodes, Classes: *classes, AvgDegree: *degree,
 		Homophily: *homophily, Features: *features, SNR: *snr, TrainFrac: *train, ValidFrac: *valid,
 		Communities: *communities, Locality: *locality, Seed: *seed})
 	if err != nil {
 		return usagef("gen: %v", err)
 	}
 	genSec := time.Since(start).Seconds()
-	if err := data.WriteH5(*out, ds); err != nil {
+	if err := datafile.Write(*out, ds); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d nodes, %d edges, %d features, %d classes (generated in %.2fs, total %.2fs)\n",

@@ -7,6 +7,10 @@ import (
 	"os"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/datafile"
+	"github.com/gnn-spmd/gnn-spmd/data/h5"
+	"github.com/gnn-spmd/gnn-spmd/data/ogb"
+	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
@@ -26,11 +30,11 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &data.InputError{File: path, Msg: "cannot open: expected a partition directory, a .h5 dataset or a checkpoint"}
 	}
-	if *verify || (!st.IsDir() && data.H5FileFormat(path) == ckpt.Format) {
+	if *verify || (!st.IsDir() && h5.Format(path) == ckpt.Format) {
 		return inspectCheckpoint(path, *asJSON, *verify, stdout)
 	}
 	if st.IsDir() {
-		meta, err := data.ReadPartitionMeta(path)
+		meta, err := partition.ReadPartitionMeta(path)
 		if err != nil {
 			return err
 		}
@@ -47,7 +51,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		printPeerMatrix(stdout, meta.Stats)
 		return nil
 	}
-	ds, err := data.Load(path, data.OGBOptions{})
+	ds, err := datafile.Load(path, ogb.Options{})
 	if err != nil {
 		return err
 	}
@@ -88,7 +92,7 @@ func datasetSummary(ds *data.Dataset) dataSummary {
 }
 
 // printPeerMatrix prints the halo rows each part receives from each other.
-func printPeerMatrix(w io.Writer, st *data.PartitionStats) {
+func printPeerMatrix(w io.Writer, st *partition.PartitionStats) {
 	if st.NumParts < 2 {
 		return
 	}

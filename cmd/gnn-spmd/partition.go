@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/datafile"
+	"github.com/gnn-spmd/gnn-spmd/data/ogb"
+	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn/job"
 )
 
@@ -13,7 +16,7 @@ func runPartition(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("partition", "partition --data PATH --parts Q --method metis|random --out DIR [--split NAME] [--seed N]", stderr)
 	path := fs.String("data", "", "dataset: an OGB-layout directory or a .h5 file")
 	q := fs.Int("parts", 0, "number of parts (the world size of the jobs that will train on them)")
-	method := fs.String("method", data.MethodMETIS, "metis (balanced on nodes and training nodes) or random")
+	method := fs.String("method", partition.MethodMETIS, "metis (balanced on nodes and training nodes) or random")
 	out := fs.String("out", "", "output directory: part-<p>.h5 for every part and meta.h5")
 	splitName := fs.String("split", "", "split whose training nodes METIS balances and the parts carry (default: the first)")
 	seed := fs.Uint64("seed", 0, "partitioner seed")
@@ -28,11 +31,11 @@ func runPartition(args []string, stdout, stderr io.Writer) error {
 		return usagef("partition: --data and --out are required")
 	case *q < 1:
 		return usagef("partition: --parts: got %d, expected at least 1", *q)
-	case *method != data.MethodMETIS && *method != data.MethodRandom:
+	case *method != partition.MethodMETIS && *method != partition.MethodRandom:
 		return usagef("partition: --method: got %q, expected metis or random", *method)
 	}
 	start := time.Now()
-	ds, err := data.Load(*path, data.OGBOptions{Build: build})
+	ds, err := datafile.Load(*path, ogb.Options{Build: build})
 	if err != nil {
 		return err
 	}
@@ -44,15 +47,15 @@ func runPartition(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	loaded := time.Now()
-	parts, err := data.Partition(ds, split, *q, *method, *seed)
+	parts, err := partition.Partition(ds, split, *q, *method, *seed)
 	if err != nil {
 		return err
 	}
 	partitioned := time.Now()
-	if err := data.WritePartition(*out, ds, split, *method, *seed, parts, *q); err != nil {
+	if err := partition.WritePartition(*out, ds, split, *method, *seed, parts, *q); err != nil {
 		return err
 	}
-	meta, err := data.ReadPartitionMeta(*out)
+	meta, err := partition.ReadPartitionMeta(*out)
 	if err != nil {
 		return err
 	}
@@ -63,7 +66,7 @@ func runPartition(args []string, stdout, stderr io.Writer) error {
 }
 
 // printPartitionStats prints per-part sizes and halo traffic, then totals.
-func printPartitionStats(w io.Writer, st *data.PartitionStats) {
+func printPartitionStats(w io.Writer, st *partition.PartitionStats) {
 	fmt.Fprintf(w, "%5s %10s %12s %8s %12s %12s\n", "part", "nodes", "edges", "train", "halo in", "rows out")
 	for p, ps := range st.Parts {
 		out := 0

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
@@ -89,14 +90,14 @@ func (c *Checkpoint) Restore(t *gnn.Trainer) error {
 	return t.Resume(c.Step, c.History)
 }
 
-// Write saves c at path atomically (data.WriteH5File). With keep > 1 the
+// Write saves c at path atomically (h5.WriteFile). With keep > 1 the
 // checkpoints before it stay as path.1 (the newest) to path.<keep-1>. A
 // failed write leaves the checkpoint at path as it was.
 func Write(path string, keep int, c *Checkpoint) error {
 	if err := rotate(path, keep); err != nil {
 		return fmt.Errorf("rotate checkpoints: %w", err)
 	}
-	return data.WriteH5File(path, c.attrs(), c.arrays())
+	return h5.WriteFile(path, c.attrs(), c.arrays())
 }
 
 // rotate shifts path.i to path.i+1 for i < keep-1, then hard-links path as
@@ -117,36 +118,36 @@ func rotate(path string, keep int) error {
 	return os.Link(path, old(1))
 }
 
-func (c *Checkpoint) attrs() []data.H5Attr {
-	a := []data.H5Attr{
+func (c *Checkpoint) attrs() []h5.Attr {
+	a := []h5.Attr{
 		{Name: "format", Val: Format}, {Name: "version", Val: int32(Version)},
 		{Name: "epoch", Val: int64(c.Epoch)}, {Name: "adam_step", Val: int64(c.Step)},
 		{Name: "rng", Val: rngScheme}, {Name: "rng_seed", Val: c.Config.Run.Seed}, {Name: "rng_epoch", Val: int64(c.Epoch)},
 		{Name: "dataset_name", Val: c.DatasetName},
 	}
 	for _, f := range c.Config.fields() {
-		a = append(a, data.H5Attr{Name: f.name, Val: f.attr()})
+		a = append(a, h5.Attr{Name: f.name, Val: f.attr()})
 	}
 	if s := c.Adaptive; s != nil {
-		a = append(a, data.H5Attr{Name: "adaptive_smoothed", Val: s.Smoothed},
-			data.H5Attr{Name: "adaptive_gmin", Val: s.GMin}, data.H5Attr{Name: "adaptive_gmax", Val: s.GMax})
+		a = append(a, h5.Attr{Name: "adaptive_smoothed", Val: s.Smoothed},
+			h5.Attr{Name: "adaptive_gmin", Val: s.GMin}, h5.Attr{Name: "adaptive_gmax", Val: s.GMax})
 	}
 	return a
 }
 
-func (c *Checkpoint) arrays() []data.H5Array {
-	var a []data.H5Array
+func (c *Checkpoint) arrays() []h5.Array {
+	var a []h5.Array
 	for _, p := range c.Params {
 		dims := []uint{uint(p.Rows), uint(p.Cols)}
-		a = append(a, data.H5Array{Path: "/params/" + p.Name, Data: p.W, Dims: dims},
-			data.H5Array{Path: "/adam/m/" + p.Name, Data: p.M, Dims: dims},
-			data.H5Array{Path: "/adam/v/" + p.Name, Data: p.V, Dims: dims})
+		a = append(a, h5.Array{Path: "/params/" + p.Name, Data: p.W, Dims: dims},
+			h5.Array{Path: "/adam/m/" + p.Name, Data: p.M, Dims: dims},
+			h5.Array{Path: "/adam/v/" + p.Name, Data: p.V, Dims: dims})
 	}
 	if s := c.Adaptive; s != nil {
 		dims := []uint{uint(len(s.Rates))}
-		a = append(a, data.H5Array{Path: "/adaptive/rates", Data: s.Rates, Dims: dims},
-			data.H5Array{Path: "/adaptive/ref_err", Data: s.RefErr, Dims: dims},
-			data.H5Array{Path: "/adaptive/ref_rate", Data: s.RefRate, Dims: dims})
+		a = append(a, h5.Array{Path: "/adaptive/rates", Data: s.Rates, Dims: dims},
+			h5.Array{Path: "/adaptive/ref_err", Data: s.RefErr, Dims: dims},
+			h5.Array{Path: "/adaptive/ref_rate", Data: s.RefRate, Dims: dims})
 	}
 	return append(a, historyArrays(c.History, c.Config.Run.Layers)...)
 }
@@ -157,13 +158,13 @@ func (c *Checkpoint) arrays() []data.H5Array {
 // file and the HDF5 object.
 func Read(path string) (*Checkpoint, error) {
 	c := &Checkpoint{}
-	if err := data.ReadH5File(path, Format, Version, c.read); err != nil {
+	if err := h5.Read(path, Format, Version, "no such file", c.read); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Checkpoint) read(f *data.H5File) error {
+func (c *Checkpoint) read(f *h5.File) error {
 	for _, fl := range c.Config.fields() {
 		fl.read(f)
 	}
@@ -190,27 +191,27 @@ func (c *Checkpoint) read(f *data.H5File) error {
 	return f.Err()
 }
 
-func (c *Checkpoint) readParams(f *data.H5File) {
+func (c *Checkpoint) readParams(f *h5.File) {
 	for _, s := range c.Config.Run.ModelConfig().ParamShapes() {
 		shape := []int64{int64(s.Rows), int64(s.Cols)}
 		desc := "[rows, cols] from the config"
 		c.Params = append(c.Params, Param{Name: s.Name, Rows: s.Rows, Cols: s.Cols,
-			W: data.ReadH5Array[float32](f, "/params/"+s.Name, desc, shape...),
-			M: data.ReadH5Array[float32](f, "/adam/m/"+s.Name, desc, shape...),
-			V: data.ReadH5Array[float32](f, "/adam/v/"+s.Name, desc, shape...)})
+			W: h5.ReadArray[float32](f, "/params/"+s.Name, desc, shape...),
+			M: h5.ReadArray[float32](f, "/adam/m/"+s.Name, desc, shape...),
+			V: h5.ReadArray[float32](f, "/adam/v/"+s.Name, desc, shape...)})
 	}
 }
 
-func (c *Checkpoint) readAdaptive(f *data.H5File) {
+func (c *Checkpoint) readAdaptive(f *h5.File) {
 	s := &gnn.AdaptiveState{Smoothed: f.Float64("adaptive_smoothed"), GMin: f.Float64("adaptive_gmin"), GMax: f.Float64("adaptive_gmax")}
 	// Empty before the schedule's first observation, else one per layer.
-	s.Rates = data.ReadH5Array[float64](f, "/adaptive/rates", "[layers] or [0]", -1)
+	s.Rates = h5.ReadArray[float64](f, "/adaptive/rates", "[layers] or [0]", -1)
 	n := int64(len(s.Rates))
 	if f.Err() == nil && n != 0 && n != int64(c.Config.Run.Layers) {
 		f.Errorf("/adaptive/rates", "has %d entries, expected layers = %d (or none)", n, c.Config.Run.Layers)
 	}
-	s.RefErr = data.ReadH5Array[float64](f, "/adaptive/ref_err", "[len(/adaptive/rates)]", n)
-	s.RefRate = data.ReadH5Array[float64](f, "/adaptive/ref_rate", "[len(/adaptive/rates)]", n)
+	s.RefErr = h5.ReadArray[float64](f, "/adaptive/ref_err", "[len(/adaptive/rates)]", n)
+	s.RefRate = h5.ReadArray[float64](f, "/adaptive/ref_rate", "[len(/adaptive/rates)]", n)
 	c.Adaptive = s
 }
 

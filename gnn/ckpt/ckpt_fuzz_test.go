@@ -2,22 +2,20 @@ package ckpt
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/h5"
+	"github.com/gnn-spmd/gnn-spmd/data/h5/h5test"
 )
 
 // FuzzReadCheckpoint reads checkpoints whose content the fuzzer edits at the
-// level of HDF5 objects, written through libhdf5 by data.WriteH5File: a
+// level of HDF5 objects, written through libhdf5 by h5.WriteFile: a
 // byte of an attribute's value or of an array's data XORed, an attribute
 // set to an extreme value or given another type, an attribute or array
 // dropped, an array reshaped or given another element type. (Editing the
@@ -92,7 +90,7 @@ func FuzzReadCheckpoint(f *testing.F) {
 	// poller), so that the descriptor count compares like with like.
 	dir := f.TempDir()
 	path := filepath.Join(dir, "c.h5") // rewritten for each input
-	if err := data.WriteH5File(path, attrs, arrays); err != nil {
+	if err := h5.WriteFile(path, attrs, arrays); err != nil {
 		f.Fatal(err)
 	}
 	if _, err := Read(path); err != nil {
@@ -101,7 +99,7 @@ func FuzzReadCheckpoint(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		at, ar := editCheckpoint(attrs, arrays, ops)
-		if err := data.WriteH5File(path, at, ar); err != nil {
+		if err := h5.WriteFile(path, at, ar); err != nil {
 			t.Skipf("the edited content cannot be written: %v", err)
 		}
 		st, err := os.Stat(path)
@@ -109,20 +107,20 @@ func FuzzReadCheckpoint(f *testing.F) {
 			t.Fatal(err)
 		}
 		var got *Checkpoint
-		err = fuzzCall(t, 32<<20+64*uint64(st.Size()), func() (err error) {
+		err = h5test.Call(t, h5test.FileLimits(int(st.Size())), func() (err error) {
 			got, err = Read(path)
 			return err
 		})
 		if err != nil {
-			requireFileError(t, err, path)
+			h5test.RequireInputError(t, err, path)
 			return
 		}
 		if err := checkReadShapes(got); err != nil {
 			t.Fatalf("Read returned a checkpoint whose shapes break its config: %v", err)
 		}
-		err = fuzzCall(t, 1<<20, func() error { return got.Verify(path) })
+		err = h5test.Call(t, h5test.Limits{Time: 5 * time.Second, Alloc: 1 << 20}, func() error { return got.Verify(path) })
 		if err != nil {
-			requireFileError(t, err, path)
+			h5test.RequireInputError(t, err, path)
 			return
 		}
 		if err := checkVerified(got); err != nil {
@@ -144,7 +142,7 @@ const (
 
 // editCheckpoint applies ops to copies of a checkpoint's attributes and
 // arrays.
-func editCheckpoint(attrs []data.H5Attr, arrays []data.H5Array, ops []byte) ([]data.H5Attr, []data.H5Array) {
+func editCheckpoint(attrs []h5.Attr, arrays []h5.Array, ops []byte) ([]h5.Attr, []h5.Array) {
 	attrs, arrays = slices.Clone(attrs), slices.Clone(arrays)
 	for k := 0; k+5 <= len(ops) && k < 5*64; k += 5 {
 		kind, target, pos, arg := ops[k]%opKinds, int(ops[k+1]), int(ops[k+2])|int(ops[k+3])<<8, ops[k+4]
@@ -183,14 +181,6 @@ func editCheckpoint(attrs []data.H5Attr, arrays []data.H5Array, ops []byte) ([]d
 	return attrs, arrays
 }
 
-func leBytes(v any) []byte {
-	b, err := binary.Append(nil, binary.LittleEndian, v)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
 // fromLE decodes b into a new value of v's type.
 func fromLE[T any](b []byte, v T) T {
 	if _, err := binary.Decode(b, binary.LittleEndian, &v); err != nil {
@@ -209,7 +199,7 @@ func xorValue(v any, pos int, x byte) any {
 		b[pos%len(b)] ^= x
 		return string(b)
 	}
-	b := leBytes(v)
+	b := h5test.LE(v)
 	b[pos%len(b)] ^= x
 	switch v := v.(type) {
 	case int32:
@@ -277,7 +267,7 @@ func retype(v any, k byte) any {
 
 // xorArray XORs byte pos (modulo the size) of an array's data with x.
 func xorArray(d any, pos int, x byte) any {
-	b := leBytes(d)
+	b := h5test.LE(d)
 	if len(b) == 0 {
 		return d
 	}
@@ -299,7 +289,7 @@ func xorArray(d any, pos int, x byte) any {
 // zeros, 2 swaps the dimensions of a matrix, 3 adds a trailing dimension of
 // 1, 4 flattens it, 5 changes its element type (float32 <-> float64, int32
 // <-> int64).
-func reshape(a data.H5Array, k byte) data.H5Array {
+func reshape(a h5.Array, k byte) h5.Array {
 	a.Dims = slices.Clone(a.Dims)
 	n, row := 1, 1 // elements, elements per row
 	for i, d := range a.Dims {
@@ -367,68 +357,6 @@ func resizeTo[T any](s []T, n int) []T {
 		return slices.Clone(s[:n])
 	}
 	return append(slices.Clone(s), make([]T, n-len(s))...)
-}
-
-// fuzzCall runs fn on its own goroutine and fails t when it panics, runs
-// longer than 5 s (the fuzzer kills a worker after 10), allocates more than
-// alloc bytes or leaves more file descriptors open than before.
-func fuzzCall(t *testing.T, alloc uint64, fn func() error) error {
-	t.Helper()
-	fds := openFDs()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	type result struct {
-		err   error
-		panic any
-		stack []byte
-	}
-	done := make(chan result, 1)
-	go func() {
-		var r result
-		defer func() {
-			if p := recover(); p != nil {
-				r.panic, r.stack = p, debug.Stack()
-			}
-			done <- r
-		}()
-		r.err = fn()
-	}()
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("still running after 5 s: a hang")
-	}
-	if r.panic != nil {
-		t.Fatalf("panic: %v\n%s", r.panic, r.stack)
-	}
-	runtime.ReadMemStats(&after)
-	if d := after.TotalAlloc - before.TotalAlloc; d > alloc {
-		t.Fatalf("allocated %d bytes, more than the %d allowed", d, alloc)
-	}
-	if n := openFDs(); fds >= 0 && n > fds {
-		t.Fatalf("%d file descriptors open after the call, %d before: a leaked handle", n, fds)
-	}
-	return r.err
-}
-
-// openFDs is the number of open file descriptors of the process, -1 when
-// /proc is not available.
-func openFDs() int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return -1
-	}
-	return len(ents)
-}
-
-// requireFileError fails t unless err is a *data.InputError about path.
-func requireFileError(t *testing.T, err error, path string) {
-	t.Helper()
-	var ie *data.InputError
-	if !errors.As(err, &ie) || ie.File != path || ie.Msg == "" {
-		t.Fatalf("error %v (%T), want a *data.InputError about %s", err, err, path)
-	}
 }
 
 // checkReadShapes checks what Read promises: a known model, an epoch within

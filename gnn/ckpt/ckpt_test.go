@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
@@ -81,8 +81,8 @@ func TestNoAUC(t *testing.T) {
 	if err := Write(path, 1, c); err != nil {
 		t.Fatal(err)
 	}
-	err := data.ReadH5File(path, Format, Version, func(f *data.H5File) error {
-		if v := data.ReadH5Array[float64](f, "/metrics/val_auc", "", 3); !math.IsNaN(v[0]) {
+	err := h5.Read(path, Format, Version, "no such file", func(f *h5.File) error {
+		if v := h5.ReadArray[float64](f, "/metrics/val_auc", "", 3); !math.IsNaN(v[0]) {
 			t.Errorf("val_auc in the file %v, want NaN", v)
 		}
 		return nil

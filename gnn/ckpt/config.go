@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 )
 
@@ -31,7 +32,7 @@ type Data struct {
 	PartitionSeed             uint64
 	// Fingerprint is data.Dataset.Fingerprint of the data trained on;
 	// PartitionID identifies the assignment of its nodes to the ranks
-	// (data.PartitionID).
+	// (partition.PartitionID).
 	Fingerprint, PartitionID uint64
 }
 
@@ -118,7 +119,7 @@ func (f field) attr() any {
 }
 
 // read sets the field from its attribute in h.
-func (f field) read(h *data.H5File) {
+func (f field) read(h *h5.File) {
 	switch p := f.ptr.(type) {
 	case *string:
 		*p = h.String(f.name)

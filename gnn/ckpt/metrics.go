@@ -1,7 +1,7 @@
 package ckpt
 
 import (
-	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
@@ -12,10 +12,10 @@ import (
 // for readers and recomputed on reading.
 
 // historyArrays is the /metrics table of h.
-func historyArrays(h []metrics.Epoch, layers int) []data.H5Array {
+func historyArrays(h []metrics.Epoch, layers int) []h5.Array {
 	n := len(h)
 	col, grid := []uint{uint(n)}, []uint{uint(n), uint(layers)}
-	var a []data.H5Array
+	var a []h5.Array
 	for _, c := range metrics.Columns() {
 		var v any
 		dims := col
@@ -45,7 +45,7 @@ func historyArrays(h []metrics.Epoch, layers int) []data.H5Array {
 			}
 			v, dims = f, grid
 		}
-		a = append(a, data.H5Array{Path: "/metrics/" + c.Name, Data: v, Dims: dims})
+		a = append(a, h5.Array{Path: "/metrics/" + c.Name, Data: v, Dims: dims})
 	}
 	return a
 }
@@ -60,9 +60,9 @@ func flatten[T any](h []metrics.Epoch, at func(*metrics.Epoch) *[]T) []T {
 
 // readHistory reads the /metrics table of n epochs. The epoch column comes
 // first: its size is checked against the file's before the rows are made.
-func readHistory(f *data.H5File, n, layers int) []metrics.Epoch {
+func readHistory(f *h5.File, n, layers int) []metrics.Epoch {
 	col, grid := []int64{int64(n)}, []int64{int64(n), int64(layers)}
-	epochs := data.ReadH5Array[int64](f, "/metrics/epoch", "[epoch]", col...)
+	epochs := h5.ReadArray[int64](f, "/metrics/epoch", "[epoch]", col...)
 	if f.Err() != nil {
 		return nil
 	}
@@ -80,19 +80,19 @@ func readHistory(f *data.H5File, n, layers int) []metrics.Epoch {
 		path := "/metrics/" + c.Name
 		switch c.Kind {
 		case metrics.Float, metrics.OptFloat:
-			for i, x := range data.ReadH5Array[float64](f, path, "[epoch]", col...) {
+			for i, x := range h5.ReadArray[float64](f, path, "[epoch]", col...) {
 				c.SetFloat(&h[i], x)
 			}
 		case metrics.Int:
-			for i, x := range data.ReadH5Array[int64](f, path, "[epoch]", col...) {
+			for i, x := range h5.ReadArray[int64](f, path, "[epoch]", col...) {
 				c.SetInt(&h[i], x)
 			}
 		case metrics.FloatLayers:
-			unflatten(h, data.ReadH5Array[float64](f, path, "[epoch, layers]", grid...), layers, c.Floats)
+			unflatten(h, h5.ReadArray[float64](f, path, "[epoch, layers]", grid...), layers, c.Floats)
 		case metrics.IntLayers:
-			unflatten(h, data.ReadH5Array[int64](f, path, "[epoch, layers]", grid...), layers, c.Ints)
+			unflatten(h, h5.ReadArray[int64](f, path, "[epoch, layers]", grid...), layers, c.Ints)
 		case metrics.SmallLayers:
-			v := data.ReadH5Array[int32](f, path, "[epoch, layers]", grid...)
+			v := h5.ReadArray[int32](f, path, "[epoch, layers]", grid...)
 			for i := 0; v != nil && i < n; i++ {
 				s := make([]int, layers)
 				for l := range layers {

@@ -5,30 +5,20 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"os"
+	"io"
 
-	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/h5"
 )
 
 // WriteNPZ writes the parameters' values as a NumPy .npz archive, as
 // numpy.savez does: an uncompressed zip holding <name>.npy for every
 // parameter, a float32 C-order array of shape [rows, cols]. The write is
-// atomic (data.WriteFileAtomic).
+// atomic (h5.WriteAtomicStream).
 func WriteNPZ(path string, params []Param) error {
-	return data.WriteFileAtomic(path, func(tmp string) error {
-		f, err := os.Create(tmp)
-		if err != nil {
-			return err
-		}
-		err = writeNPZ(f, params)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	})
+	return h5.WriteAtomicStream(path, func(w io.Writer) error { return writeNPZ(w, params) })
 }
 
-func writeNPZ(f *os.File, params []Param) error {
+func writeNPZ(f io.Writer, params []Param) error {
 	zw := zip.NewWriter(f)
 	for _, p := range params {
 		w, err := zw.CreateHeader(&zip.FileHeader{Name: p.Name + ".npy", Method: zip.Store})

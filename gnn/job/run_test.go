@@ -8,20 +8,21 @@ import (
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
-	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/datafile"
+	"github.com/gnn-spmd/gnn-spmd/data/gen"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
 // genData writes a generated 2000-node, 4-class graph and returns its path.
 func genData(t *testing.T) string {
 	t.Helper()
-	ds, err := data.Generate(data.GenOptions{Nodes: 2000, Classes: 4, AvgDegree: 20, Homophily: 0.7, Features: 16,
+	ds, err := gen.Generate(gen.Options{Nodes: 2000, Classes: 4, AvgDegree: 20, Homophily: 0.7, Features: 16,
 		SNR: 1, TrainFrac: 0.6, ValidFrac: 0.2, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "g.h5")
-	if err := data.WriteH5(path, ds); err != nil {
+	if err := datafile.Write(path, ds); err != nil {
 		t.Fatal(err)
 	}
 	return path

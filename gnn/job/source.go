@@ -2,6 +2,9 @@ package job
 
 import (
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/datafile"
+	"github.com/gnn-spmd/gnn-spmd/data/ogb"
+	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
 )
@@ -12,8 +15,8 @@ import (
 type source struct {
 	info   Info
 	id     ckpt.Data
-	single *gnn.View           // one rank, whole graph
-	shards map[int]*data.Shard // by rank
+	single *gnn.View                // one rank, whole graph
+	shards map[int]*partition.Shard // by rank
 }
 
 // load reads the data for the given ranks of a q-rank job: their part
@@ -21,11 +24,11 @@ type source struct {
 // graph (oneProcess) trains on the dataset itself.
 func (j *job) load(ranks []int, q int, oneProcess bool) (*source, error) {
 	s := j.spec
-	src := &source{shards: map[int]*data.Shard{}}
+	src := &source{shards: map[int]*partition.Shard{}}
 	src.info.Ranks, src.info.Partition, src.id.Ranks = q, s.Partition, q
 	if s.Parts != "" {
 		for _, r := range ranks {
-			sh, meta, err := data.ReadShard(s.Parts, r, q)
+			sh, meta, err := partition.ReadShard(s.Parts, r, q)
 			if err != nil {
 				return nil, err
 			}
@@ -47,11 +50,11 @@ func (j *job) load(ranks []int, q int, oneProcess bool) (*source, error) {
 			return nil, specErrorf("train: %v", err)
 		}
 	} else {
-		if parts, err = data.Partition(ds, split, q, s.Partition, s.PartitionSeed); err != nil {
+		if parts, err = partition.Partition(ds, split, q, s.Partition, s.PartitionSeed); err != nil {
 			return nil, err
 		}
 		if oneProcess {
-			shards, err := data.BuildShards(ds, split, parts, q)
+			shards, err := partition.BuildShards(ds, split, parts, q)
 			if err != nil {
 				return nil, err
 			}
@@ -60,7 +63,7 @@ func (j *job) load(ranks []int, q int, oneProcess bool) (*source, error) {
 			}
 		} else {
 			for _, r := range ranks {
-				if src.shards[r], err = data.BuildShard(ds, split, parts, q, r); err != nil {
+				if src.shards[r], err = partition.BuildShard(ds, split, parts, q, r); err != nil {
 					return nil, err
 				}
 			}
@@ -72,7 +75,7 @@ func (j *job) load(ranks []int, q int, oneProcess bool) (*source, error) {
 			src.id.PartitionMethod, src.id.PartitionSeed, parts = "none", 0, nil
 		}
 		src.id.Fingerprint = ds.Fingerprint()
-		src.id.PartitionID = data.PartitionID(ds, src.id.Fingerprint, split, parts, q)
+		src.id.PartitionID = partition.PartitionID(ds, src.id.Fingerprint, split, parts, q)
 	}
 	src.identify(s)
 	return src, nil
@@ -85,7 +88,7 @@ func (src *source) identify(s *Spec) {
 
 // view turns rank r's shard into its model view, dropping the cut edges
 // first for --no-comm.
-func (j *job) view(src *source, r int) (*gnn.View, *data.Shard, error) {
+func (j *job) view(src *source, r int) (*gnn.View, *partition.Shard, error) {
 	if src.single != nil {
 		return src.single, nil, nil
 	}
@@ -102,7 +105,7 @@ func (j *job) view(src *source, r int) (*gnn.View, *data.Shard, error) {
 
 // loadDataset reads --data, applies --normalize-features and picks the split.
 func loadDataset(s *Spec) (*data.Dataset, string, error) {
-	ds, err := data.Load(s.Data, data.OGBOptions{Build: s.Build})
+	ds, err := datafile.Load(s.Data, ogb.Options{Build: s.Build})
 	if err != nil {
 		return nil, "", err
 	}
@@ -141,7 +144,7 @@ func (src *source) fromDataset(ds *data.Dataset, split string) {
 	i.Train, i.Valid, i.Test = len(sp.Train), len(sp.Valid), len(sp.Test)
 }
 
-func (src *source) fromMeta(m *data.PartitionMeta) {
+func (src *source) fromMeta(m *partition.PartitionMeta) {
 	i := &src.info
 	i.Dataset, i.Nodes, i.Edges = m.DatasetName, int64(m.NumNodes), m.NumEdges
 	i.Features, i.Classes, i.Split = m.NumFeatures, m.NumClasses, m.Split

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 )
 
@@ -56,7 +57,7 @@ type Spec struct {
 // rank, random partitions, checkpoints every 10 epochs, a 5-minute
 // communication timeout.
 func DefaultSpec() Spec {
-	return Spec{Run: gnn.DefaultConfig(), Partition: data.MethodRandom, Ranks: 1, Comm: "auto", Device: DefaultDevice,
+	return Spec{Run: gnn.DefaultConfig(), Partition: partition.MethodRandom, Ranks: 1, Comm: "auto", Device: DefaultDevice,
 		Overlap: true, CommTimeout: 5 * time.Minute, CheckpointEvery: 10, Keep: 1}
 }
 
@@ -86,7 +87,7 @@ func (s *Spec) Validate() error {
 		return specErrorf("train: --device: got %q, expected cpu or cuda", s.Device)
 	case s.Device == "cuda" && DefaultDevice == "cpu":
 		return specErrorf("train: --device cuda: this binary is the CPU build (-tags cpu); build the GPU one with make cuda")
-	case s.Partition != data.MethodRandom && s.Partition != data.MethodMETIS:
+	case s.Partition != partition.MethodRandom && s.Partition != partition.MethodMETIS:
 		return specErrorf("train: --partition: got %q, expected random or metis", s.Partition)
 	case s.Parts != "" && s.Normalize:
 		return specErrorf("train: --normalize-features applies when loading --data, not to a --parts directory")

@@ -1,7 +1,7 @@
 //go:build !cpu
 
 // Package cuda is the GPU Device: every kernels.Device primitive as a CUDA
-// kernel (kernels/*.cu, embedded as PTX) or a cuBLAS product, on matrices
+// kernel (kernels/cuda/*.cu, embedded as PTX) or a cuBLAS product, on matrices
 // that stay in device memory, plus the halo primitives the GPU exchange
 // needs (row gather and scatter-add, the codecs). The CPU device is the
 // reference each kernel is tested against.

@@ -5,7 +5,6 @@
 //	mpirun -np Q mpicheck -mode loop       prints "pid rank r PID", then loops on collectives
 //	mpirun -np Q mpicheck -mode abort      rank 1 calls Abort(3) while the others wait in Barrier
 //	mpirun -np Q mpicheck -mode abortbusy  rank 0 calls Abort(4) while its MPI thread waits in Barrier
-//	mpirun -np Q mpicheck -mode bench      AllToAllV and AllReduce bandwidth, printed by rank 0
 package main
 
 import (
@@ -19,14 +18,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"sort"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
 )
 
 func main() {
-	mode := flag.String("mode", "check", "check, loop, abort, abortbusy or bench")
+	mode := flag.String("mode", "check", "check, loop, abort or abortbusy")
 	seconds := flag.Float64("seconds", 60, "loop: how long to loop")
 	flag.Parse()
 	m, err := comm.NewMPI()
@@ -56,8 +54,6 @@ func main() {
 		} else {
 			time.Sleep(60 * time.Second)
 		}
-	case "bench":
-		err = bench(m)
 	default:
 		err = fmt.Errorf("unknown mode %q", *mode)
 	}
@@ -293,88 +289,6 @@ func loop(m *comm.MPI, seconds float64) error {
 		if err := m.AllReduceFloat32(x); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// timeIt runs f for about 0.3 s after a warm-up and returns the median of
-// five timings per call. The iteration count is the ranks' mean, the same
-// on every rank. Each timing spans barrier to barrier.
-func timeIt(m *comm.MPI, f func() error) (float64, error) {
-	for i := 0; i < 3; i++ {
-		if err := f(); err != nil {
-			return 0, err
-		}
-	}
-	if err := m.Barrier(); err != nil {
-		return 0, err
-	}
-	t0 := time.Now()
-	if err := f(); err != nil {
-		return 0, err
-	}
-	iters := []float64{max(1, min(2000, 0.06/time.Since(t0).Seconds()))}
-	if err := m.AllReduceFloat64(iters); err != nil {
-		return 0, err
-	}
-	n := int(iters[0]/float64(m.Size())) + 1
-	var ts []float64
-	for rep := 0; rep < 5; rep++ {
-		if err := m.Barrier(); err != nil {
-			return 0, err
-		}
-		t0 := time.Now()
-		for i := 0; i < n; i++ {
-			if err := f(); err != nil {
-				return 0, err
-			}
-		}
-		if err := m.Barrier(); err != nil {
-			return 0, err
-		}
-		ts = append(ts, time.Since(t0).Seconds()/float64(n))
-	}
-	sort.Float64s(ts)
-	return ts[2], nil
-}
-
-func bench(m *comm.MPI) error {
-	q, r := m.Size(), m.Rank()
-	say := func(format string, a ...any) {
-		if r == 0 {
-			fmt.Printf(format, a...)
-		}
-	}
-	say("# AllToAllV, %d ranks: B bytes per peer, S = Q*B sent per rank; time is the median per call;\n", q)
-	say("# algbw = Q*S/time (all bytes, self copies included), offbw = Q*(Q-1)*B/time (bytes between processes)\n")
-	say("%-11s %10s %10s %12s %10s %10s\n", "mode", "B", "S", "time_us", "algbw_GB/s", "offbw_GB/s")
-	for _, mode := range []comm.AllToAllVMode{comm.AllToAllVContiguous, comm.AllToAllVScattered} {
-		m.SetAllToAllVMode(mode)
-		name := map[comm.AllToAllVMode]string{comm.AllToAllVContiguous: "alltoallv", comm.AllToAllVScattered: "alltoallw"}[mode]
-		for s := 1 << 10; s <= 64<<20; s *= 4 {
-			b := s / q
-			send, recv := make([][]byte, q), make([][]byte, q)
-			for p := range send {
-				send[p], recv[p] = make([]byte, b), make([]byte, b)
-			}
-			t, err := timeIt(m, func() error { return m.AllToAllV(send, recv) })
-			if err != nil {
-				return err
-			}
-			say("%-11s %10d %10d %12.1f %10.3f %10.3f\n", name, b, b*q, t*1e6,
-				float64(q*q*b)/t/1e9, float64(q*(q-1)*b)/t/1e9)
-		}
-	}
-	m.SetAllToAllVMode(comm.AllToAllVContiguous)
-	say("# AllReduceFloat32 (MPI_Reduce to rank 0 + MPI_Bcast): n floats per rank\n")
-	say("%-11s %10s %12s\n", "n", "bytes", "time_us")
-	for _, n := range []int{1 << 8, 1 << 14, 1 << 18, 1 << 22} {
-		x := make([]float32, n)
-		t, err := timeIt(m, func() error { return m.AllReduceFloat32(x) })
-		if err != nil {
-			return err
-		}
-		say("%-11d %10d %12.1f\n", n, 4*n, t*1e6)
 	}
 	return nil
 }

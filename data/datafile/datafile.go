@@ -1,0 +1,191 @@
+// Package datafile is the dataset file: one HDF5 file holding a graph, its
+// node features and labels and its splits (docs/FORMATS.md is the
+// reference), and Load, which reads a dataset from such a file or from an
+// OGB-layout directory.
+package datafile
+
+import (
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/h5"
+)
+
+// The HDF5 dataset layout:
+//
+//	/                 attrs format="gnn-spmd-dataset", version=1 (int32), name,
+//	                  num_nodes, num_edges (int64), num_features, num_classes (int32)
+//	/graph/indptr     int64 [N+1]   CSR by destination
+//	/graph/indices    int32 [E]     sources of the edges into each row
+//	/node/features    float32 [N,F] absent when F = 0
+//	/node/labels      int32 [N]     -1 = unlabelled
+//	/splits/<name>/{train,valid,test}  int32 [n], sorted node ids
+const (
+	Format  = "gnn-spmd-dataset"
+	Version = 1
+)
+
+// Write validates ds and writes it to path in the dataset format,
+// atomically (h5.WriteAtomic).
+func Write(path string, ds *data.Dataset) error {
+	if err := ds.Validate(path); err != nil {
+		return err
+	}
+	g := ds.Graph
+	attrs := []h5.Attr{
+		{Name: "format", Val: Format},
+		{Name: "version", Val: int32(Version)},
+		{Name: "name", Val: ds.Name},
+		{Name: "num_nodes", Val: int64(g.N)},
+		{Name: "num_edges", Val: g.NumEdges()},
+		{Name: "num_features", Val: int32(ds.NumFeatures)},
+		{Name: "num_classes", Val: int32(ds.NumClasses)},
+	}
+	arrays := []h5.Array{h5.Vec("/graph/indptr", g.Indptr), h5.Vec("/graph/indices", g.Indices)}
+	if ds.NumFeatures > 0 {
+		arrays = append(arrays, h5.Array{Path: "/node/features", Data: ds.Features, Dims: []uint{uint(g.N), uint(ds.NumFeatures)}})
+	}
+	arrays = append(arrays, h5.Vec("/node/labels", ds.Labels), h5.Array{Path: "/splits"})
+	for _, name := range ds.SplitNames() {
+		s := ds.Splits[name]
+		for _, part := range []struct {
+			name string
+			ids  []int32
+		}{{"train", s.Train}, {"valid", s.Valid}, {"test", s.Test}} {
+			ids := part.ids
+			if !slices.IsSorted(ids) { // the format promises sorted ids
+				ids = slices.Clone(ids)
+				slices.Sort(ids)
+			}
+			arrays = append(arrays, h5.Vec("/splits/"+name+"/"+part.name, ids))
+		}
+	}
+	return h5.WriteFile(path, attrs, arrays)
+}
+
+// Read reads a dataset written by Write (or by any tool following the
+// layout in docs/FORMATS.md) and validates it. Every problem with the file
+// is a *data.InputError naming the file, the HDF5 object (e.g.
+// "/graph/indices" or "attribute num_nodes") and what was expected. Sizes
+// are checked against the attributes and the file size before anything is
+// allocated.
+func Read(path string) (*data.Dataset, error) {
+	var ds *data.Dataset
+	err := h5.Read(path, Format, Version, "no such file: expected an HDF5 dataset file", func(f *h5.File) error {
+		var err error
+		ds, err = read(f)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := ds.Validate(path); err != nil {
+		if ie, ok := err.(*data.InputError); ok {
+			ie.Field = h5Field(ie.Field)
+		}
+		return nil, err
+	}
+	return ds, nil
+}
+
+// h5Field maps a field name from Dataset.Validate to the HDF5 object holding it.
+func h5Field(f string) string {
+	switch f {
+	case "graph", "graph/indptr", "graph/indices":
+		return "/" + f
+	case "features":
+		return "/node/features"
+	case "labels":
+		return "/node/labels"
+	case "num_nodes", "num_classes", "num_features", "num_edges":
+		return "attribute " + f
+	}
+	if rest, ok := strings.CutPrefix(f, "split "); ok {
+		return "/splits/" + rest
+	}
+	return f
+}
+
+func read(f *h5.File) (*data.Dataset, error) {
+	const any = math.MaxInt64
+	name := f.String("name")
+	// The counts come first and are bounded by what the file can hold (the
+	// format is uncompressed), so an absurd attribute is refused before any
+	// allocation.
+	n := f.Int("num_nodes", -any, any)
+	if f.Err() != nil {
+		return nil, f.Err()
+	}
+	if n < 1 || n > math.MaxInt32 {
+		return nil, f.Errorf("attribute num_nodes", "is %d, expected a node count in [1, %d] (node ids are int32)", n, math.MaxInt32)
+	}
+	if perNode := int64(8 + 4); n > f.Size()/perNode { // indptr + labels
+		return nil, f.Errorf("attribute num_nodes", "is %d, but a file of %d bytes cannot hold indptr and labels for that many nodes (%d bytes each)", n, f.Size(), perNode)
+	}
+	e := f.Int("num_edges", -any, any)
+	if f.Err() == nil && (e < 0 || e > f.Size()/4) {
+		return nil, f.Errorf("attribute num_edges", "is %d, expected a count in [0, %d] for a file of %d bytes (4 bytes per edge)", e, f.Size()/4, f.Size())
+	}
+	nf := f.Int("num_features", -any, any)
+	if f.Err() == nil && (nf < 0 || nf > f.Size()/4/n) {
+		return nil, f.Errorf("attribute num_features", "is %d, expected a count in [0, %d] for %d nodes in a file of %d bytes", nf, f.Size()/4/n, n, f.Size())
+	}
+	nc := f.Int("num_classes", -any, any)
+	if f.Err() == nil && (nc < 1 || nc > math.MaxInt32) {
+		return nil, f.Errorf("attribute num_classes", "is %d, expected a class count in [1, %d]", nc, math.MaxInt32)
+	}
+	indptr := h5.ReadArray[int64](f, "/graph/indptr", "[num_nodes+1]", n+1)
+	indices := h5.ReadArray[int32](f, "/graph/indices", "[num_edges]", e)
+	var features []float32
+	if nf > 0 || f.Exists("/node/features") {
+		// A [N, 0] array is accepted for F = 0; the writer omits it.
+		features = h5.ReadArray[float32](f, "/node/features", "[num_nodes, num_features]", n, nf)
+		if nf == 0 {
+			features = nil
+		}
+	}
+	labels := h5.ReadArray[int32](f, "/node/labels", "[num_nodes]", n)
+	splits := readSplits(f, n)
+	if f.Err() != nil {
+		return nil, f.Err()
+	}
+	return &data.Dataset{
+		Name:        name,
+		Graph:       &data.Graph{N: int(n), Indptr: indptr, Indices: indices},
+		NumFeatures: int(nf),
+		Features:    features,
+		Labels:      labels,
+		NumClasses:  int(nc),
+		Splits:      splits,
+	}, nil
+}
+
+func readSplits(f *h5.File, n int64) map[string]*data.Split {
+	names := f.Groups("/splits", "split", "train, valid and test")
+	splits := make(map[string]*data.Split, len(names))
+	for _, name := range names {
+		s := &data.Split{}
+		for _, part := range []struct {
+			name string
+			ids  *[]int32
+		}{{"train", &s.Train}, {"valid", &s.Valid}, {"test", &s.Test}} {
+			p := "/splits/" + name + "/" + part.name
+			ids := h5.ReadArray[int32](f, p, "[n] with n <= num_nodes", -1)
+			if f.Err() != nil {
+				return nil
+			}
+			if int64(len(ids)) > n {
+				f.Errorf(p, "has %d entries, expected at most num_nodes = %d", len(ids), n)
+				return nil
+			}
+			if !slices.IsSorted(ids) { // tolerate foreign writers: the API promises sorted ids
+				slices.Sort(ids)
+			}
+			*part.ids = ids
+		}
+		splits[name] = s
+	}
+	return splits
+}

@@ -1,0 +1,345 @@
+// Package h5 is the HDF5 toolkit every file format of this project uses
+// (the dataset file, part files, checkpoints): scalar root attributes naming
+// the format and version, contiguous uncompressed little-endian arrays,
+// writes that are atomic (WriteAtomic, also for files that are not HDF5),
+// and readers that check every type, shape and size against the file
+// before allocating, and report each problem as a *data.InputError naming
+// the file and the HDF5 object.
+package h5
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+
+	"gonum.org/v1/hdf5"
+)
+
+// slabBytes bounds one H5Dwrite call, so a multi-GB features array is
+// written as a series of hyperslabs instead of a single huge request. A
+// variable so that tests can exercise the slab path on small arrays.
+var slabBytes = 64 << 20
+
+// elemType is an element type the format uses. Arrays are read without type
+// conversion straight into Go memory, so the file type must be exactly the
+// native (little-endian) one.
+type elemType struct {
+	name   string
+	class  hdf5.TypeClass
+	size   uint
+	native *hdf5.Datatype
+}
+
+var (
+	typeInt32   = elemType{"int32", hdf5.T_INTEGER, 4, hdf5.T_NATIVE_INT32}
+	typeInt64   = elemType{"int64", hdf5.T_INTEGER, 8, hdf5.T_NATIVE_INT64}
+	typeFloat32 = elemType{"float32", hdf5.T_FLOAT, 4, hdf5.T_NATIVE_FLOAT}
+	typeFloat64 = elemType{"float64", hdf5.T_FLOAT, 8, hdf5.T_NATIVE_DOUBLE}
+)
+
+// withHDF5 runs fn on one locked OS thread with HDF5's automatic error-stack
+// printing turned off. Debian's libhdf5 is built thread-safe, which makes
+// that setting per thread: the binding silences only the thread that ran its
+// init, and a goroutine on any other thread would dump HDF5's stack to stderr
+// for failures this package already reports as errors.
+func withHDF5(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := hdf5.DisplayErrors(false); err != nil {
+		return err
+	}
+	return fn()
+}
+
+// Attr is a scalar root attribute: string, int32, int64, uint64 or float64.
+type Attr struct {
+	Name string
+	Val  any
+}
+
+// Array is a dataset: Data is []int32, []int64, []float32 or []float64
+// of shape Dims; nil Data stands for an (empty) group at Path.
+type Array struct {
+	Path string // absolute, e.g. "/graph/indptr"
+	Data any
+	Dims []uint
+}
+
+// WriteAtomic writes a file through a temporary file next to path:
+// write creates and fills the file named tmp, which is then fsynced and
+// renamed over path, and the directory fsynced. A reader never sees a
+// half-written path; on failure the temporary file is removed.
+func WriteAtomic(path string, write func(tmp string) error) error {
+	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
+	err := write(tmp)
+	if err == nil {
+		err = syncPath(tmp)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	syncPath(filepath.Dir(path))
+	return nil
+}
+
+// WriteAtomicStream is WriteAtomic for content written as a stream (text,
+// figures, archives), buffered.
+func WriteAtomicStream(path string, write func(w io.Writer) error) error {
+	return WriteAtomic(path, func(tmp string) error {
+		f, err := os.Create(tmp)
+		if err != nil {
+			return err
+		}
+		bw := bufio.NewWriter(f)
+		err = write(bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+}
+
+// WriteFile writes root attributes and datasets to a new HDF5 file at
+// path, atomically (WriteAtomic).
+func WriteFile(path string, attrs []Attr, arrays []Array) error {
+	return WriteAtomic(path, func(tmp string) error {
+		// Creating the file first gives a plain OS error (permissions, a
+		// missing directory) rather than HDF5's.
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		return withHDF5(func() error { return writeContent(tmp, attrs, arrays) })
+	})
+}
+
+// writeContent writes root attributes and datasets (creating their
+// groups) to a new HDF5 file, closing everything and keeping the first
+// close error.
+func writeContent(name string, attrs []Attr, arrays []Array) (err error) {
+	f, err := hdf5.CreateFile(name, hdf5.F_ACC_TRUNC)
+	if err != nil {
+		return fmt.Errorf("create HDF5 file: %w", err)
+	}
+	var c closer
+	defer func() {
+		c.close("HDF5 file", f.Close)
+		if err == nil {
+			err = c.err
+		}
+	}()
+	root, err := f.OpenGroup("/")
+	if err != nil {
+		return fmt.Errorf("open root group: %w", err)
+	}
+	defer c.close("/", root.Close)
+	for _, a := range attrs {
+		if err := writeAttr(root, a.Name, a.Val); err != nil {
+			return fmt.Errorf("attribute %s: %w", a.Name, err)
+		}
+	}
+	groups := map[string]*hdf5.Group{"/": root}
+	var opened []string // created groups, closed children first
+	defer func() {
+		for i := len(opened) - 1; i >= 0; i-- {
+			c.close(opened[i], groups[opened[i]].Close)
+		}
+	}()
+	// group returns the group at an absolute path, creating it and its
+	// parents as needed.
+	var group func(path string) (*hdf5.Group, error)
+	group = func(path string) (*hdf5.Group, error) {
+		if g := groups[path]; g != nil {
+			return g, nil
+		}
+		parent, err := group(filepath.Dir(path))
+		if err != nil {
+			return nil, err
+		}
+		g, err := parent.CreateGroup(filepath.Base(path))
+		if err != nil {
+			return nil, fmt.Errorf("create %s: %w", path, err)
+		}
+		groups[path] = g
+		opened = append(opened, path)
+		return g, nil
+	}
+	for _, a := range arrays {
+		if a.Data == nil { // an empty group
+			if _, err := group(a.Path); err != nil {
+				return err
+			}
+			continue
+		}
+		g, err := group(filepath.Dir(a.Path))
+		if err != nil {
+			return err
+		}
+		base := filepath.Base(a.Path)
+		switch d := a.Data.(type) {
+		case []int32:
+			err = writeArray(g, base, typeInt32, d, a.Dims)
+		case []int64:
+			err = writeArray(g, base, typeInt64, d, a.Dims)
+		case []float32:
+			err = writeArray(g, base, typeFloat32, d, a.Dims)
+		case []float64:
+			err = writeArray(g, base, typeFloat64, d, a.Dims)
+		default:
+			err = fmt.Errorf("unsupported data %T", a.Data)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", a.Path, err)
+		}
+	}
+	return nil
+}
+
+func Vec[T any](path string, data []T) Array {
+	return Array{path, data, []uint{uint(len(data))}}
+}
+
+// syncPath fsyncs a file or directory (after HDF5 has closed it).
+func syncPath(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// closer collects deferred HDF5 closes and keeps the first error: a close
+// can fail (HDF5 flushes metadata then), and a silently failed close would
+// leave a corrupt file behind a successful WriteH5.
+type closer struct{ err error }
+
+func (c *closer) close(what string, fn func() error) {
+	if err := fn(); err != nil && c.err == nil {
+		c.err = fmt.Errorf("close %s: %w", what, err)
+	}
+}
+
+// writeAttr writes a scalar attribute: a variable-length string (what h5py
+// writes for a Python str, and reads back as str), int32, int64, uint64
+// (fingerprints, seeds) or float64.
+func writeAttr(g *hdf5.Group, name string, val any) (err error) {
+	sp, err := hdf5.CreateDataspace(hdf5.S_SCALAR)
+	if err != nil {
+		return err
+	}
+	defer sp.Close()
+	var dt *hdf5.Datatype
+	switch val.(type) {
+	case string:
+		dt = hdf5.T_GO_STRING
+	case int32:
+		dt = hdf5.T_NATIVE_INT32
+	case int64:
+		dt = hdf5.T_NATIVE_INT64
+	case uint64:
+		dt = hdf5.T_NATIVE_UINT64
+	case float64:
+		dt = hdf5.T_NATIVE_DOUBLE
+	default:
+		return fmt.Errorf("unsupported attribute type %T", val)
+	}
+	a, err := g.CreateAttribute(name, dt, sp)
+	if err != nil {
+		return err
+	}
+	var c closer
+	defer func() {
+		c.close("attribute", a.Close)
+		if err == nil {
+			err = c.err
+		}
+	}()
+	switch v := val.(type) {
+	case string:
+		return a.Write(&v, dt)
+	case int32:
+		return a.Write(&v, dt)
+	case int64:
+		return a.Write(&v, dt)
+	case uint64:
+		return a.Write(&v, dt)
+	case float64:
+		return a.Write(&v, dt)
+	}
+	return nil
+}
+
+// writeArray creates a contiguous, uncompressed dataset (the layout that
+// loads fastest: one read straight into the destination slice) and writes
+// data into it in slabs of at most slabBytes along the first dimension.
+func writeArray[T Elem](g *hdf5.Group, name string, typ elemType, data []T, dims []uint) (err error) {
+	sp, err := hdf5.CreateSimpleDataspace(dims, nil)
+	if err != nil {
+		return err
+	}
+	defer sp.Close()
+	d, err := g.CreateDataset(name, typ.native, sp)
+	if err != nil {
+		return err
+	}
+	var c closer
+	defer func() {
+		c.close("dataset", d.Close)
+		if err == nil {
+			err = c.err
+		}
+	}()
+	if len(data) == 0 {
+		return nil // HDF5 refuses a write from an empty (nil) buffer
+	}
+	rowLen := len(data) / int(dims[0])
+	rows := max(1, slabBytes/(rowLen*int(typ.size)))
+	if rows >= int(dims[0]) {
+		return d.Write(&data)
+	}
+	for lo := 0; lo < int(dims[0]); lo += rows {
+		hi := min(lo+rows, int(dims[0]))
+		if err := writeSlab(d, data[lo*rowLen:hi*rowLen], lo, hi, dims); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeSlab writes rows [lo, hi) of a dataset with the given dims.
+func writeSlab[T Elem](d *hdf5.Dataset, chunk []T, lo, hi int, dims []uint) error {
+	offset := make([]uint, len(dims))
+	offset[0] = uint(lo)
+	count := slices.Clone(dims)
+	count[0] = uint(hi - lo)
+	fs := d.Space()
+	if fs == nil {
+		return fmt.Errorf("cannot get the dataspace")
+	}
+	defer fs.Close()
+	if err := fs.SelectHyperslab(offset, nil, count, nil); err != nil {
+		return err
+	}
+	ms, err := hdf5.CreateSimpleDataspace(count, nil)
+	if err != nil {
+		return err
+	}
+	defer ms.Close()
+	return d.WriteSubset(&chunk, ms, fs)
+}

@@ -1,0 +1,87 @@
+//go:build !cpu
+
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+	"github.com/gnn-spmd/gnn-spmd/kernels/rng"
+)
+
+// Launchers of the kernels in codec.cu: the halo-row codecs in exactly the
+// wire format of comm/codec (little endian, as both the host and the GPU
+// are), so a payload encoded here decodes on the CPU and the reverse. idx,
+// when not nil, lists the source rows of a payload (a send list: gathering
+// and encoding in one pass); nil encodes all rows.
+
+// rowsOf is the number of payload rows: len(idx), or all of src's rows.
+func rowsOf(idx []int32, src *kernels.Mat) int {
+	if idx != nil {
+		return len(idx)
+	}
+	return src.Rows
+}
+
+// QuantEncode writes the quant(bits) payload (bits 1..8) of src's rows idx
+// (or all rows) into dst; h is kernels.Mix64 of the message seed.
+func (d *Device) QuantEncode(bits int, idx []int32, src *kernels.Mat, dst uintptr, seed uint64) {
+	if bits < 1 || bits > 8 {
+		panic(fmt.Sprintf("cuda: QuantEncode: %d bits", bits))
+	}
+	if n := rowsOf(idx, src); n > 0 {
+		d.launch(kQuantEncode, n, true, i32(n), i32(src.Cols), i32(bits), d.Ints(idx), mat(src), uint64(dst),
+			rng.Mix64(seed))
+	}
+}
+
+// QuantDecode decodes a quant(bits) payload into dst (all its rows).
+func (d *Device) QuantDecode(bits int, src uintptr, dst *kernels.Mat) {
+	if dst.Rows > 0 {
+		d.launch(kQuantDecode, dst.Rows*max(dst.Cols, 1), false, i32(dst.Rows), i32(dst.Cols), i32(bits), uint64(src), mat(dst))
+	}
+}
+
+// BF16Encode writes the bf16 payload of src's rows idx (or all rows).
+func (d *Device) BF16Encode(idx []int32, src *kernels.Mat, dst uintptr, seed uint64) {
+	if n := rowsOf(idx, src); n > 0 && src.Cols > 0 {
+		d.launch(kBF16Encode, n*src.Cols, false, i32(n), i32(src.Cols), d.Ints(idx), mat(src), uint64(dst), rng.Mix64(seed))
+	}
+}
+
+// BF16Decode decodes a bf16 payload into dst.
+func (d *Device) BF16Decode(src uintptr, dst *kernels.Mat) {
+	if n := dst.Len(); n > 0 {
+		d.launch(kBF16Decode, n, false, i64(n), uint64(src), mat(dst))
+	}
+}
+
+// TruncEncode writes the first k columns of src's rows idx (or all rows).
+func (d *Device) TruncEncode(k int, idx []int32, src *kernels.Mat, dst uintptr) {
+	if n := rowsOf(idx, src); n > 0 && k > 0 {
+		d.launch(kTruncEncode, n*k, false, i32(n), i32(src.Cols), i32(k), d.Ints(idx), mat(src), uint64(dst))
+	}
+}
+
+// TruncDecode fills dst from a trunc payload of k columns, zero-padding.
+func (d *Device) TruncDecode(k int, src uintptr, dst *kernels.Mat) {
+	if n := dst.Len(); n > 0 {
+		d.launch(kTruncDecode, n, false, i32(dst.Rows), i32(dst.Cols), i32(k), uint64(src), mat(dst))
+	}
+}
+
+// SqDiff returns sum (x - x^)^2 and sum x^2 over src's rows idx (or all
+// rows) against dec's first rows: a sender's measure of what its codec lost.
+func (d *Device) SqDiff(idx []int32, src, dec *kernels.Mat) (errSq, normSq float64) {
+	n := rowsOf(idx, src)
+	if n == 0 || src.Cols == 0 {
+		return 0, 0
+	}
+	g := partialGrid(n * src.Cols)
+	d.launchGrid(kSqDiffPartial, g, i32(n), i32(src.Cols), d.Ints(idx), mat(src), mat(dec), dptr(d.partial))
+	errSq = d.sumPartials(g, 2, 0)
+	for b := 0; b < g; b++ {
+		normSq += d.host[2*b+1]
+	}
+	return errSq, normSq
+}
