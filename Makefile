@@ -94,7 +94,7 @@ demo: build
 	@test -f $(DEMO_DATA) || $(BIN) gen --out $(DEMO_DATA) --nodes 50000 --classes 10 --degree 16 --homophily 0.7 --features 64 --snr 0.8 --seed 1
 	$(DEMO_TRAIN) --codec quant --schedule varco --ratio-min 8 --metrics bin/demo-varco.jsonl
 	$(DEMO_TRAIN) --quiet --metrics bin/demo-full.jsonl
-	$(BIN) compare full=bin/demo-full.jsonl varco=bin/demo-varco.jsonl
+	bin/gnn-results compare full=bin/demo-full.jsonl varco=bin/demo-varco.jsonl
 
 experiments: build
 	scripts/experiments.sh

@@ -139,7 +139,7 @@ EOF
 
 report() {
   config
-  "$BIN" report --dir "$RESULTS" --out docs/RESULTS.md --figures docs/figures --notes docs/results-notes.md
+  "$(dirname "$BIN")/gnn-results" report --dir "$RESULTS" --out docs/RESULTS.md --figures docs/figures --notes docs/results-notes.md
 }
 
 gen csbm100k 100000

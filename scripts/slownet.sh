@@ -13,7 +13,7 @@
 # --overlap), fixed 8-bit quantization (r = 4), VARCO and the adaptive
 # schedule on DATASET with a random partition (the generated 100k-node
 # graph or Amazon Photo, with the experiment grid's settings; a seed picks
-# Amazon Photo's split as in the grid), and prints `gnn-spmd compare`
+# Amazon Photo's split as in the grid), and prints `gnn-results compare`
 # (which includes the training time until each method reaches full
 # communication's mean accuracy minus half a point). Metrics go to
 # OUT/<dataset>/<rate>/<method>-s<seed>.jsonl (default OUT=results-slownet,
@@ -109,5 +109,5 @@ for rate in "${rates[@]}"; do
     runs=$(ls "$dir/$m"-s*.jsonl 2>/dev/null | paste -sd, -) || true
     [ -n "$runs" ] && args+=("$m=$runs")
   done
-  "$BIN" compare "${args[@]}" | tee "$dir/compare.txt"
+  "$(dirname "$BIN")/gnn-results" compare "${args[@]}" | tee "$dir/compare.txt"
 done
