@@ -15,7 +15,8 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp bin/gnn-spmd-cuda "$out/bin/gnn-spmd"
 go test -tags "$tags" -c -o "$out/bin/kernels-cuda.test" ./kernels/cuda
-go test -tags "$tags" -c -o "$out/bin/comm-gpu.test" ./comm/gpu
+go test -tags "$tags" -c -o "$out/bin/halo-gpu.test" ./comm/halo/gpu
+go test -tags "$tags" -c -o "$out/bin/job.test" ./gnn/job
 cp scripts/gpu-check.sh "$out/"
 for b in "$out"/bin/*; do
   ldd "$b" | awk '/=> \//{print $3}'

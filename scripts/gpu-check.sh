@@ -37,8 +37,11 @@ fi
 step "kernels against their CPU twins"
 check kernels "$bundle/bin/kernels-cuda.test" -test.v -test.count=1
 
+step "the halo exchange's GPU memory against the host's (byte-identical payloads)"
+check halo "$bundle/bin/halo-gpu.test" -test.v -test.count=1
+
 step "4 ranks on one GPU against 4 CPU ranks (full and quantized halo rows)"
-check exchange "$bundle/bin/comm-gpu.test" -test.v -test.count=1
+check exchange "$bundle/bin/job.test" -test.v -test.count=1 -test.run GPU
 
 step "throughput (GB/s of float32 input; copy = the device's own limit)"
 "$bundle/bin/kernels-cuda.test" -test.run '^$' -test.bench . -test.benchtime 50x | tee "$out/bench.txt"
