@@ -5,10 +5,11 @@ package main
 
 import (
 	"io"
-	"os"
 
 	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
 )
+
+const program = "gnn-results"
 
 var commands = []cli.Command{
 	{Name: "plot", Summary: "plot accuracy against bytes and epochs, and rates, from metrics files", Run: runPlot},
@@ -16,16 +17,8 @@ var commands = []cli.Command{
 	{Name: "report", Summary: "write the Markdown results report (tables, claims, figures) of a results directory", Run: runReport},
 }
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-}
-
-func run(args []string, stdout, stderr io.Writer) int {
-	return cli.Main("gnn-results", commands, args, stdout, stderr)
-}
+func main() { cli.Run(program, commands) }
 
 func newFlags(name, synopsis string, stderr io.Writer) *cli.FlagSet {
-	return cli.NewFlags("gnn-results", name, synopsis, stderr)
+	return cli.NewFlags(program, name, synopsis, stderr)
 }
-
-var usagef = cli.Usagef

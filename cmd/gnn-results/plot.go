@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/gnn/results"
 	"gonum.org/v1/plot"
@@ -26,10 +27,10 @@ func runPlot(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return usagef("plot: expected at least one SERIES (NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl)")
+		return cli.Usagef("plot: expected at least one SERIES (NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl)")
 	}
 	if *out == "" {
-		return usagef("plot: --out must not be empty")
+		return cli.Usagef("plot: --out must not be empty")
 	}
 	ss, err := readSeries(fs.Args())
 	if err != nil {
@@ -40,7 +41,7 @@ func runPlot(args []string, stdout, stderr io.Writer) error {
 		heading += ": "
 	}
 	if err := writeAccBytes(*out, heading, ss); errors.Is(err, errNoHaloBytes) {
-		return usagef("plot: %v", err)
+		return cli.Usagef("plot: %v", err)
 	} else if err != nil {
 		return err
 	}
@@ -66,12 +67,12 @@ func readSeries(args []string) ([]results.Series, error) {
 			name, files = strings.TrimSuffix(filepath.Base(arg), filepath.Ext(arg)), arg
 		}
 		if name == "" || files == "" {
-			return nil, usagef("plot: series %q: expected NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl", arg)
+			return nil, cli.Usagef("plot: series %q: expected NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl", arg)
 		}
 		s := results.Series{Name: name}
 		for _, path := range strings.Split(files, ",") {
 			if path == "" {
-				return nil, usagef("plot: series %q: empty file name", arg)
+				return nil, cli.Usagef("plot: series %q: empty file name", arg)
 			}
 			r, err := results.ReadRun(path)
 			if err == nil {

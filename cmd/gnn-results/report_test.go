@@ -7,22 +7,20 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
 	var o, e bytes.Buffer
-	code = run(args, &o, &e)
+	code = cli.Main(program, commands, args, &o, &e)
 	return code, o.String(), e.String()
 }
 
-// ep is one synthetic epoch: validation and test accuracy, cumulative
-// bytes, and the rate of layer 0 (layer 1 is always raw; 0 means 1).
-type ep struct {
-	val, test float64
-	bytes     int64
-	rate      float64
-}
+// ep is one synthetic epoch: validation accuracy, test accuracy,
+// cumulative bytes, and the rate of layer 0 (layer 1 is always raw; 0 means
+// 1).
+type ep [4]float64
 
 // writeRunFile writes a metrics file through the trainer's writer, with a
 // summary line when complete.
@@ -35,9 +33,9 @@ func writeRunFile(t *testing.T, path string, eps []ep, complete bool) string {
 	defer w.Close()
 	var before int64
 	for i, e := range eps {
-		rate := max(e.rate, 1)
-		m := metrics.Epoch{Epoch: i, Loss: 1.5, TrainAcc: 0.5, ValAcc: e.val, TestAcc: e.test, Seconds: 0.1,
-			BytesFwdLayer: []int64{e.bytes - before, 0}, BytesBwdLayer: []int64{0, 0}, BytesEvalLayer: []int64{0, 0},
+		val, test, bytes, rate := e[0], e[1], int64(e[2]), max(e[3], 1)
+		m := metrics.Epoch{Epoch: i, Loss: 1.5, TrainAcc: 0.5, ValAcc: val, TestAcc: test, Seconds: 0.1,
+			BytesFwdLayer: []int64{bytes - before, 0}, BytesBwdLayer: []int64{0, 0}, BytesEvalLayer: []int64{0, 0},
 			Rates: []float64{rate, 1}, Bits: []int{8, 32}, CompError: []float64{0.01, 0}}
 		m.Derive(before)
 		before = m.BytesCum
@@ -66,7 +64,7 @@ func TestReportDirectory(t *testing.T) {
 		var eps []ep
 		for i := range 6 {
 			a := final * float64(i+1) / 6
-			eps = append(eps, ep{a, a, bytesPerEpoch * int64(i+1), rate})
+			eps = append(eps, ep{a, a, float64(bytesPerEpoch * int64(i+1)), rate})
 		}
 		return eps
 	}

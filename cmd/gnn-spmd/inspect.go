@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/datafile"
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
@@ -23,7 +24,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usagef("inspect: expected one PATH (a partition directory, a .h5 dataset or a checkpoint), got %d arguments", fs.NArg())
+		return cli.Usagef("inspect: expected one PATH (a partition directory, a .h5 dataset or a checkpoint), got %d arguments", fs.NArg())
 	}
 	path := fs.Arg(0)
 	st, err := os.Stat(path)
@@ -177,4 +178,32 @@ func checkpointSummary(c *ckpt.Checkpoint) ckptSummary {
 		s.Last = &c.History[n-1]
 	}
 	return s
+}
+
+func runExport(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("export", "export --checkpoint FILE.h5 [--format npz] --out FILE.npz", stderr)
+	in := fs.String("checkpoint", "", "checkpoint written by train --checkpoint")
+	format := fs.String("format", "npz", "output format: npz (NumPy: one float32 [rows, cols] array per parameter, named after it)")
+	out := fs.String("out", "", "output file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case *in == "" || *out == "":
+		return cli.Usagef("export: --checkpoint and --out are required")
+	case *format != "npz":
+		return cli.Usagef("export: --format: got %q, expected npz", *format)
+	}
+	c, err := ckpt.Read(*in)
+	if err != nil {
+		return err
+	}
+	if err := c.Verify(*in); err != nil {
+		return err
+	}
+	if err := ckpt.WriteNPZ(*out, c.Params); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %d parameters of %s (after epoch %d) to %s\n", len(c.Params), *in, c.Epoch, *out)
+	return nil
 }

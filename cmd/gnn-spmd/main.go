@@ -26,10 +26,9 @@ var commands = []cli.Command{
 	{Name: "report", Summary: "(gnn-results report) the Markdown results report of a results directory", Run: results("report")},
 }
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { cli.Run("gnn-spmd", commands) }
 
+// run is main for the tests, which also run this test binary as the CLI.
 func run(args []string, stdout, stderr io.Writer) int {
 	return cli.Main("gnn-spmd", commands, args, stdout, stderr)
 }
@@ -37,8 +36,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 func newFlags(name, synopsis string, stderr io.Writer) *cli.FlagSet {
 	return cli.NewFlags("gnn-spmd", name, synopsis, stderr)
 }
-
-var usagef = cli.Usagef
 
 // results hands an analysis command to gnn-results, the binary beside this
 // one (or on PATH), so that the training binary links no plotting code.

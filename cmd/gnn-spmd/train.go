@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
 	"github.com/gnn-spmd/gnn-spmd/gnn/job"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
@@ -58,7 +59,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *progress != "auto" && *progress != "bar" && *progress != "lines" {
-		return usagef("train: --progress: got %q, expected auto, bar or lines", *progress)
+		return cli.Usagef("train: --progress: got %q, expected auto, bar or lines", *progress)
 	}
 	con := newConsole(stdout, stderr, *progress)
 	obs := &epochPrinter{con: con, quiet: *quiet}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 )
 
 // UsageError marks an error in the command line itself.
@@ -27,6 +28,12 @@ func Usagef(format string, args ...any) error {
 type Command struct {
 	Name, Summary string
 	Run           func(args []string, stdout, stderr io.Writer) error
+}
+
+// Run runs the subcommand named by the process's arguments and exits with
+// its exit code.
+func Run(program string, commands []Command) {
+	os.Exit(Main(program, commands, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // Main runs the subcommand args[0] of program and returns the exit code.

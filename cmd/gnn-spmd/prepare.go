@@ -1,0 +1,153 @@
+package main
+
+// The commands that prepare data: gen, convert and partition.
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
+	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/datafile"
+	"github.com/gnn-spmd/gnn-spmd/data/gen"
+	"github.com/gnn-spmd/gnn-spmd/data/ogb"
+	"github.com/gnn-spmd/gnn-spmd/data/partition"
+	"github.com/gnn-spmd/gnn-spmd/gnn/job"
+)
+
+func runGen(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("gen", "gen --out FILE.h5 [--nodes N] [--classes C] [--degree D] [--homophily H] [--features F] [--snr S] [--communities K --locality L] [--seed N]", stderr)
+	out := fs.String("out", "", "output dataset file (.h5)")
+	nodes := fs.Int("nodes", 100000, "number of nodes")
+	classes := fs.Int("classes", 10, "number of classes")
+	degree := fs.Float64("degree", 20, "average in-degree (directed edges per node, both directions counted)")
+	homophily := fs.Float64("homophily", 0.7, "fraction of edges joining nodes of the same class")
+	features := fs.Int("features", 128, "feature dimension")
+	snr := fs.Float64("snr", 1, "feature signal-to-noise: class-mean separation relative to unit noise")
+	train := fs.Float64("train", 0.6, "fraction of nodes in the training set of split \"random\"")
+	valid := fs.Float64("valid", 0.2, "fraction of nodes in the validation set (the rest is test)")
+	communities := fs.Int("communities", 0, "cut the node ids into K contiguous communities (0 = none)")
+	locality := fs.Float64("locality", 0, "fraction of each node's edges drawn inside its community (needs --communities)")
+	seed := fs.Uint64("seed", 0, "random seed (same seed, same graph)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return cli.Usagef("gen: --out is required")
+	}
+	start := time.Now()
+	ds, err := gen.Generate(gen.Options{Nodes: *nodes, Classes: *classes, AvgDegree: *degree,
+		Homophily: *homophily, Features: *features, SNR: *snr, TrainFrac: *train, ValidFrac: *valid,
+		Communities: *communities, Locality: *locality, Seed: *seed})
+	if err != nil {
+		return cli.Usagef("gen: %v", err)
+	}
+	genSec := time.Since(start).Seconds()
+	if err := datafile.Write(*out, ds); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d nodes, %d edges, %d features, %d classes (generated in %.2fs, total %.2fs)\n",
+		*out, ds.Graph.N, ds.Graph.NumEdges(), ds.NumFeatures, ds.NumClasses, genSec, time.Since(start).Seconds())
+	return nil
+}
+
+func runConvert(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("convert", "convert --data DIR --out FILE.h5 [--add-inverse] [--self-loops]", stderr)
+	dir := fs.String("data", "", "OGB-layout dataset directory")
+	out := fs.String("out", "", "output dataset file (.h5)")
+	var build data.BuildOptions
+	buildFlags(fs.FlagSet, &build)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" || *out == "" {
+		return cli.Usagef("convert: --data and --out are required")
+	}
+	start := time.Now()
+	ds, err := ogb.Load(*dir, ogb.Options{Build: build})
+	if err != nil {
+		return err
+	}
+	if err := datafile.Write(*out, ds); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d nodes, %d edges, %d features, %d classes, splits %v (%.2fs)\n",
+		*out, ds.Graph.N, ds.Graph.NumEdges(), ds.NumFeatures, ds.NumClasses, ds.SplitNames(), time.Since(start).Seconds())
+	return nil
+}
+
+// buildFlags registers the edge-list options shared by convert, partition
+// and train.
+func buildFlags(fs *flag.FlagSet, b *data.BuildOptions) {
+	fs.BoolVar(&b.AddInverse, "add-inverse", false, "OGB input: also add the reverse of every edge (ogbn-arxiv is directed)")
+	fs.BoolVar(&b.AddSelfLoops, "self-loops", false, "OGB input: add a self-loop to every node that lacks one")
+}
+
+func runPartition(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("partition", "partition --data PATH --parts Q --method metis|random --out DIR [--split NAME] [--seed N]", stderr)
+	path := fs.String("data", "", "dataset: an OGB-layout directory or a .h5 file")
+	q := fs.Int("parts", 0, "number of parts (the world size of the jobs that will train on them)")
+	method := fs.String("method", partition.MethodMETIS, "metis (balanced on nodes and training nodes) or random")
+	out := fs.String("out", "", "output directory: part-<p>.h5 for every part and meta.h5")
+	splitName := fs.String("split", "", "split whose training nodes METIS balances and the parts carry (default: the first)")
+	seed := fs.Uint64("seed", 0, "partitioner seed")
+	normalize := fs.Bool("normalize-features", false, "scale every feature row to unit L1 norm before writing the parts")
+	var build data.BuildOptions
+	buildFlags(fs.FlagSet, &build)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case *path == "" || *out == "":
+		return cli.Usagef("partition: --data and --out are required")
+	case *q < 1:
+		return cli.Usagef("partition: --parts: got %d, expected at least 1", *q)
+	case *method != partition.MethodMETIS && *method != partition.MethodRandom:
+		return cli.Usagef("partition: --method: got %q, expected metis or random", *method)
+	}
+	start := time.Now()
+	ds, err := datafile.Load(*path, ogb.Options{Build: build})
+	if err != nil {
+		return err
+	}
+	if *normalize {
+		ds.NormalizeFeatureRows()
+	}
+	split, err := job.PickSplit(ds, *splitName)
+	if err != nil {
+		return err
+	}
+	loaded := time.Now()
+	parts, err := partition.Partition(ds, split, *q, *method, *seed)
+	if err != nil {
+		return err
+	}
+	partitioned := time.Now()
+	if err := partition.WritePartition(*out, ds, split, *method, *seed, parts, *q); err != nil {
+		return err
+	}
+	meta, err := partition.ReadPartitionMeta(*out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d parts of %s (%s), load %.2fs, partition %.2fs, write %.2fs\n", *out, *q, ds.Name, *method,
+		loaded.Sub(start).Seconds(), partitioned.Sub(loaded).Seconds(), time.Since(partitioned).Seconds())
+	printPartitionStats(stdout, meta.Stats)
+	return nil
+}
+
+// printPartitionStats prints per-part sizes and halo traffic, then totals.
+func printPartitionStats(w io.Writer, st *partition.PartitionStats) {
+	fmt.Fprintf(w, "%5s %10s %12s %8s %12s %12s\n", "part", "nodes", "edges", "train", "halo in", "rows out")
+	for p, ps := range st.Parts {
+		out := 0
+		for _, r := range ps.SendRows {
+			out += r
+		}
+		fmt.Fprintf(w, "%5d %10d %12d %8d %12d %12d\n", p, ps.Nodes, ps.Edges, ps.TrainNodes, ps.HaloRows(), out)
+	}
+	fmt.Fprintf(w, "edge cut %d, halo rows per layer and direction %d, node balance %.3f, train balance %.3f\n",
+		st.EdgeCut, st.CommRows, st.NodeBalance, st.TrainBalance)
+}
