@@ -28,6 +28,7 @@ func FuzzReadH5(f *testing.F) {
 
 	s := &h5test.Seeds{F: f, Im: im}
 	g, sp := ds.Graph, ds.Splits["s"]
+	s.Structure(0)
 	s.Attr(0, "num_nodes", int64(g.N), math.MaxInt32)
 	s.Attr(0, "num_nodes", int64(g.N), -1)
 	s.Attr(0, "num_nodes", int64(g.N), int64(g.N-1))

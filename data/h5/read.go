@@ -44,10 +44,19 @@ func Read(path, format string, version int64, missing string, fn func(f *File) e
 		return data.InputErrorf(path, 0, "", "is not a regular file, expected a %s file", format)
 	}
 	f := &File{path: path, size: st.Size()}
-	return withHDF5(func() error {
+	err = withHDF5(func() error {
 		if !hdf5.IsHDF5(path) {
 			return f.errorf("", "not an HDF5 file (no HDF5 signature), expected a %s file", format)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := check(path, st); err != nil {
+		return err
+	}
+	return withHDF5(func() error {
 		if f.f, err = hdf5.OpenFile(path, hdf5.F_ACC_RDONLY); err != nil {
 			return f.errorf("", "has an HDF5 signature but cannot be opened: the file is truncated or corrupt")
 		}
@@ -76,7 +85,7 @@ func Read(path, format string, version int64, missing string, fn func(f *File) e
 // is no regular HDF5 file or has none: what a tool reads to tell the formats
 // apart.
 func Format(path string) string {
-	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() || check(path, st) != nil {
 		return ""
 	}
 	format := ""

@@ -33,6 +33,8 @@ func FuzzReadShard(f *testing.F) {
 	}
 	sh, g := shards[part], ds.Graph
 	s := &h5test.Seeds{F: f, Im: im}
+	s.Structure(0)
+	s.Structure(1)
 	s.Attr(0, "num_parts", q, math.MaxInt32)
 	s.Attr(0, "num_parts", q, int64(g.N+1))
 	s.Attr(0, "num_nodes", int64(g.N), math.MaxInt32)

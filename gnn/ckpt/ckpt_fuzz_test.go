@@ -83,6 +83,9 @@ func FuzzReadCheckpoint(f *testing.F) {
 		op(opReshape, arrayAt("/metrics/loss"), 0, 5),                  // float32
 		op(opReshape, arrayAt("/adaptive/rates"), 0, 0),                // one rate
 		append(op(opReshape, arrayAt("/adaptive/rates"), 0, 0), op(opReshape, arrayAt("/adaptive/rates"), 0, 0)...), // none
+		op(opXorFile, 0, 40, 0xff),   // the superblock's end-of-file address
+		op(opXorFile, 0, 1249, 0xff), // an object header
+		op(opXorFile, 0, 5000, 0x80),
 	} {
 		f.Add(seed)
 	}
@@ -98,9 +101,21 @@ func FuzzReadCheckpoint(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		at, ar := editCheckpoint(attrs, arrays, ops)
+		at, ar, bytesXor := editCheckpoint(attrs, arrays, ops)
 		if err := h5.WriteFile(path, at, ar); err != nil {
 			t.Skipf("the edited content cannot be written: %v", err)
+		}
+		if len(bytesXor) > 0 {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range bytesXor {
+				b[e[0]%len(b)] ^= byte(e[1])
+			}
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 		st, err := os.Stat(path)
 		if err != nil {
@@ -137,16 +152,20 @@ const (
 	opRetype          // give attribute target type arg
 	opDrop            // drop attribute target/2 (even target) or array target/2
 	opReshape         // reshape array target or change its element type, by arg
+	opXorFile         // XOR byte target<<16|pos (modulo the size) of the written file with arg: its HDF5 structure
 	opKinds
 )
 
 // editCheckpoint applies ops to copies of a checkpoint's attributes and
-// arrays.
-func editCheckpoint(attrs []h5.Attr, arrays []h5.Array, ops []byte) ([]h5.Attr, []h5.Array) {
+// arrays, and returns the edits of the written file's bytes (offset, XOR).
+func editCheckpoint(attrs []h5.Attr, arrays []h5.Array, ops []byte) ([]h5.Attr, []h5.Array, [][2]int) {
+	var bytesXor [][2]int
 	attrs, arrays = slices.Clone(attrs), slices.Clone(arrays)
 	for k := 0; k+5 <= len(ops) && k < 5*64; k += 5 {
 		kind, target, pos, arg := ops[k]%opKinds, int(ops[k+1]), int(ops[k+2])|int(ops[k+3])<<8, ops[k+4]
 		switch kind {
+		case opXorFile:
+			bytesXor = append(bytesXor, [2]int{target<<16 | pos, int(arg)})
 		case opXorAttr, opSpecial, opRetype:
 			if len(attrs) == 0 {
 				continue
@@ -178,7 +197,7 @@ func editCheckpoint(attrs []h5.Attr, arrays []h5.Array, ops []byte) ([]h5.Attr, 
 			}
 		}
 	}
-	return attrs, arrays
+	return attrs, arrays, bytesXor
 }
 
 // fromLE decodes b into a new value of v's type.

@@ -20,21 +20,19 @@ import (
 
 // Fuzzing the HDF5 readers. The fuzzer does not write HDF5 files itself (a
 // random byte string is almost never one); it edits valid small files
-// written by the package under test. Its input is a list of 4-byte edits, each a
-// 24-bit little-endian offset and a byte XORed into the file there, and a
-// count of bytes cut off the end of the (last) file.
+// written by the package under test. Its input is a list of 4-byte edits,
+// each a 24-bit little-endian offset and a byte XORed into the file there,
+// and a count of bytes cut off the end of the (last) file.
 //
-// The offsets address the values in the files, not their HDF5 structure:
-// the data of every dataset, the numeric attribute values and the bytes of
-// the strings in the global heap (h5Values finds them). libhdf5 1.10 is not
-// memory-safe on corrupt structural metadata: an edited object header or
-// global heap size can crash the process inside H5Aread (SIGSEGV in
-// H5HG_read) before any Go check runs, and whether it crashes depends on the
-// heap layout, so such inputs cannot even be screened out reliably. The Go
-// code cannot guard against that; what it must get right is every value it
-// reads, and those are what the fuzzer edits. With GNN_SPMD_FUZZ_H5_RAW=1 the
-// offsets address the whole files instead (modulo their size), which
-// exercises libhdf5 itself and finds such crashes within seconds.
+// An offset with its top bit clear addresses the values in the files: the
+// data of every dataset, the numeric attribute values and the bytes of the
+// strings in the global heap (h5Values finds them), so that the fuzzer
+// reaches every check of a value the Go code makes. With the top bit set,
+// the other 23 bits address the whole files (modulo their size): object
+// headers, heaps, B-trees, the superblock. libhdf5 1.10 can crash, hang or
+// allocate without bound on such edits; h5.Read scans every file in a
+// child process first (data/h5/scan.go), so that they too must end in an
+// *InputError.
 //
 // Every call must return an *InputError or a result that holds the
 // invariants the trainer relies on, without a panic, a hang, an allocation
@@ -52,9 +50,10 @@ type Limits struct {
 }
 
 // FileLimits are the limits for reading a file of size bytes: the readers
-// allocate nothing before checking it against the file size.
+// allocate nothing before checking it against the file size, and the scan
+// of a file that makes libhdf5 spin ends after 4 s of CPU time.
 func FileLimits(size int) Limits {
-	return Limits{Time: 5 * time.Second, Alloc: 32<<20 + 64*uint64(size)}
+	return Limits{Time: 8 * time.Second, Alloc: 32<<20 + 64*uint64(size)}
 }
 
 // openFDs is the number of open file descriptors of the process, -1 when
@@ -173,8 +172,8 @@ func Base(f *testing.F, names []string, write func(dir string) error, check func
 	return out
 }
 
-// RawEnv set to 1 makes the HDF5 fuzz targets edit anywhere in the files.
-const RawEnv = "GNN_SPMD_FUZZ_H5_RAW"
+// anywhere marks an edit's offset as one into the whole files.
+const anywhere = 1 << 23
 
 // Image is the base files of an HDF5 fuzz target, concatenated into one
 // address space, with the ranges of it that the fuzzer edits.
@@ -183,11 +182,10 @@ type Image struct {
 	starts  []int    // where each file begins in data, then len(data)
 	regions [][2]int // editable ranges of data, ascending
 	total   int      // their total length
-	raw     bool     // edit anywhere (RawEnv)
 }
 
 func NewImage(files ...[]byte) *Image {
-	im := &Image{raw: os.Getenv(RawEnv) == "1"}
+	im := &Image{}
 	for _, b := range files {
 		im.starts = append(im.starts, len(im.Data))
 		for _, r := range Values(b) {
@@ -202,8 +200,8 @@ func NewImage(files ...[]byte) *Image {
 
 // offset maps an edit's 24-bit offset to a byte of data.
 func (im *Image) offset(x int) int {
-	if im.raw {
-		return x % len(im.Data)
+	if x&anywhere != 0 {
+		return (x &^ anywhere) % len(im.Data)
 	}
 	x %= im.total
 	for _, r := range im.regions {
@@ -231,8 +229,8 @@ func (im *Image) Apply(edits []byte, cut uint16) [][]byte {
 	return files
 }
 
-// editTo returns the edits that write val at data[off:], which must lie in
-// the editable ranges.
+// editTo returns the edits that write val at data[off:]: value offsets
+// where it lies among the values, else offsets into the whole files.
 func (im *Image) editTo(off int, val []byte) ([]byte, bool) {
 	var e []byte
 	for i, v := range val {
@@ -240,19 +238,19 @@ func (im *Image) editTo(off int, val []byte) ([]byte, bool) {
 		if x == 0 {
 			continue
 		}
-		o, ok := off+i, im.raw
-		if !im.raw {
-			o = 0
-			for _, r := range im.regions {
-				if off+i >= r[0] && off+i < r[1] {
-					o, ok = o+off+i-r[0], true
-					break
-				}
-				o += r[1] - r[0]
+		o, ok := 0, false
+		for _, r := range im.regions {
+			if off+i >= r[0] && off+i < r[1] {
+				o, ok = o+off+i-r[0], true
+				break
 			}
+			o += r[1] - r[0]
 		}
 		if !ok {
-			return nil, false
+			if off+i >= anywhere {
+				return nil, false
+			}
+			o = (off + i) | anywhere
 		}
 		e = append(e, byte(o), byte(o>>8), byte(o>>16), x)
 	}
@@ -308,6 +306,24 @@ func (s *Seeds) Attr(i int, name string, old, val int64) {
 		}
 	}
 	s.add(name, off, enc(val, n))
+}
+
+// Structure adds edits of file i's HDF5 structure: one byte of the end-of-
+// file address in the superblock, and of the field after the signature of
+// the first local heap, B-tree node, symbol table node and global heap.
+func (s *Seeds) Structure(i int) {
+	b := s.Im.Data[s.Im.starts[i]:s.Im.starts[i+1]]
+	offs := []int{40}
+	for _, sig := range []string{"HEAP", "TREE", "SNOD", "GCOL"} {
+		if k := bytes.Index(b, []byte(sig)); k >= 0 {
+			offs = append(offs, k+8)
+		}
+	}
+	for _, off := range offs {
+		if off < len(b) {
+			s.add("structure", s.Im.starts[i]+off, []byte{b[off] ^ 0xff})
+		}
+	}
 }
 
 // Attrs finds the attribute messages of an HDF5 file (version 1
