@@ -39,6 +39,11 @@ type Dataset struct {
 	Splits      map[string]*Split
 }
 
+// MaxClasses bounds the class count of an n-node graph: a class id beyond
+// both the node count and 1024 is far more likely a corrupt file than a
+// label space, and the model allocates per class.
+func MaxClasses(n int) int { return max(n, 1<<10) }
+
 // SplitNames returns the split names in sorted order.
 func (d *Dataset) SplitNames() []string {
 	names := make([]string, 0, len(d.Splits))

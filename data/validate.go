@@ -62,8 +62,8 @@ func (d *Dataset) Validate(source string) error {
 	if len(d.Labels) != n {
 		return InputErrorf(source, 0, "labels", "has %d entries, expected num_nodes = %d", len(d.Labels), n)
 	}
-	if d.NumClasses <= 0 {
-		return InputErrorf(source, 0, "num_classes", "got %d, expected at least 1", d.NumClasses)
+	if d.NumClasses <= 0 || d.NumClasses > MaxClasses(n) {
+		return InputErrorf(source, 0, "num_classes", "got %d, expected a class count in [1, %d] (at most one class per node, or 1024)", d.NumClasses, MaxClasses(n))
 	}
 	for i, y := range d.Labels {
 		if y < -1 || int(y) >= d.NumClasses {

@@ -242,15 +242,16 @@ func NewModel(cfg ModelConfig, view *View, dev kernels.Device) (*Model, error) {
 		} else {
 			ly.z = dev.NewMat(own, in)
 		}
-		ly.y = dev.NewMat(own, out)
 		m.layers = append(m.layers, ly)
 	}
-	if cfg.Dropout == 0 {
-		// Without dropout a layer's output is the next layer's input: write
-		// it there directly instead of copying it every epoch.
-		for l := 0; l+1 < cfg.Layers; l++ {
-			m.layers[l].y = m.layers[l+1].x.View(0, own)
+	for l, ly := range m.layers {
+		if cfg.Dropout == 0 && !ly.last {
+			// Without dropout a layer's output is the next layer's input:
+			// write it there directly instead of copying it every epoch.
+			ly.y = m.layers[l+1].x.View(0, own)
 			m.layers[l+1].inPlace = true
+		} else {
+			ly.y = dev.NewMat(own, ly.out)
 		}
 	}
 	for _, p := range m.Params {

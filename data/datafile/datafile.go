@@ -133,8 +133,8 @@ func read(f *h5.File) (*data.Dataset, error) {
 		return nil, f.Errorf("attribute num_features", "is %d, expected a count in [0, %d] for %d nodes in a file of %d bytes", nf, f.Size()/4/n, n, f.Size())
 	}
 	nc := f.Int("num_classes", -any, any)
-	if f.Err() == nil && (nc < 1 || nc > math.MaxInt32) {
-		return nil, f.Errorf("attribute num_classes", "is %d, expected a class count in [1, %d]", nc, math.MaxInt32)
+	if f.Err() == nil && (nc < 1 || nc > int64(data.MaxClasses(int(n)))) {
+		return nil, f.Errorf("attribute num_classes", "is %d, expected a class count in [1, %d] (at most one class per node, or 1024)", nc, data.MaxClasses(int(n)))
 	}
 	indptr := h5.ReadArray[int64](f, "/graph/indptr", "[num_nodes+1]", n+1)
 	indices := h5.ReadArray[int32](f, "/graph/indices", "[num_edges]", e)

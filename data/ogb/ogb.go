@@ -20,10 +20,6 @@ type Options struct {
 	Splits []string          // split names to load; nil = every directory under split/
 }
 
-// maxClasses bounds label values: a larger class id is far more likely a
-// corrupt file than a real label space, and the trainer allocates per class.
-const maxClasses = 1 << 24
-
 // Load reads a node-property-prediction dataset in the OGB raw layout:
 //
 //	raw/num-node-list.csv  N (exactly one graph)
@@ -130,7 +126,7 @@ func loadCount(dir, base, what string, lo int64) (int, string, error) {
 	return int(t.cols[0][0]), tf.path, nil
 }
 
-// loadLabels reads node-label.csv: exactly n labels in [-1, maxClasses).
+// loadLabels reads node-label.csv: exactly n labels in [-1, data.MaxClasses(n)).
 func loadLabels(dir string, n int, nRel string) (labels []int32, numClasses int, path string, err error) {
 	tf, err := openText(dir, "raw/node-label", false)
 	if err != nil {
@@ -138,8 +134,8 @@ func loadLabels(dir string, n int, nRel string) (labels []int32, numClasses int,
 	}
 	defer tf.Close()
 	t := newIntTable(tf.path, "label")
-	t.lo, t.hi = -1, maxClasses
-	t.expect = fmt.Sprintf("-1 (unlabelled) or a class id in [0, %d)", maxClasses)
+	t.lo, t.hi = -1, int64(data.MaxClasses(n))
+	t.expect = fmt.Sprintf("-1 (unlabelled) or a class id in [0, %d) (at most one class per node, or 1024; %s declares %d nodes)", data.MaxClasses(n), nRel, n)
 	t.integralFloats = true
 	t.max = n
 	t.tooMany = fmt.Sprintf("more than %d lines, expected one label per node (%s declares %d nodes)", n, nRel, n)

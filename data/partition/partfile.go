@@ -251,7 +251,7 @@ func readMeta(a *h5.File) (*PartitionMeta, error) {
 	m.NumNodes = int(n)
 	m.NumEdges = a.Int("num_edges", 0, math.MaxInt64)
 	m.NumFeatures = int(a.Int("num_features", 0, math.MaxInt32))
-	m.NumClasses = int(a.Int("num_classes", 1, math.MaxInt32))
+	m.NumClasses = int(a.Int("num_classes", 1, int64(data.MaxClasses(int(n)))))
 	m.GlobalTrain = int(a.Int("global_train", 0, n))
 	m.GlobalValid = int(a.Int("global_valid", 0, n))
 	m.GlobalTest = int(a.Int("global_test", 0, n))

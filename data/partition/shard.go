@@ -63,6 +63,15 @@ func (s *Shard) NumOwned() int { return len(s.Owned) }
 // NumCols is the number of local columns: owned then halo nodes.
 func (s *Shard) NumCols() int { return len(s.Owned) + len(s.Halo) }
 
+// NumSent is the number of rows this part sends per layer, to all parts.
+func (s *Shard) NumSent() int {
+	n := 0
+	for _, rows := range s.Send {
+		n += len(rows)
+	}
+	return n
+}
+
 // BuildShard builds part's shard of ds under the assignment parts of the
 // nodes to q parts, with the split named split ("" = none). Building one
 // shard costs O(N + E): the halos of all parts are needed for its Send

@@ -243,6 +243,9 @@ func (j *job) runLocal() error {
 		return err
 	}
 	src.info.LoadSeconds = time.Since(start).Seconds()
+	if err := j.checkMemory(src, 1); err != nil {
+		return err
+	}
 	if !s.NoComm {
 		for _, sh := range src.shards {
 			src.info.HaloRows += len(sh.Halo)
@@ -447,6 +450,9 @@ func (j *job) setupMPIRank(c comm.Comm) (*rankJob, *source, *checkpointer, error
 	src, err := j.load([]int{rank}, q, false)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if err := j.checkMemory(src, processesOnNode()); err != nil {
+		return nil, src, nil, err
 	}
 	v, sh, err := j.view(src, rank)
 	if err != nil {
