@@ -186,3 +186,30 @@ func TestNPYHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryValues: Read refuses a metrics history with a value no run
+// writes, naming the column and row, so that no reader downstream (the
+// JSON of inspect, the metrics file of a resumed run) meets it.
+func TestHistoryValues(t *testing.T) {
+	cases := []struct {
+		edit func(e *metrics.Epoch)
+		want string
+	}{
+		{func(e *metrics.Epoch) { e.Rates[0] = math.Inf(-1) }, "/metrics/ratio: row 1 layer 0 is -Inf, expected a compression rate >= 1"},
+		{func(e *metrics.Epoch) { e.TestAcc = 1.5 }, "/metrics/test_acc: row 1 is 1.5, expected a fraction in [0, 1]"},
+		{func(e *metrics.Epoch) { e.Loss = math.NaN() }, "/metrics/loss: row 1 is NaN"},
+		{func(e *metrics.Epoch) { e.BytesEvalLayer[1] = -3 }, "/metrics/bytes_eval_layer: row 1 layer 1 is -3"},
+	}
+	for _, tc := range cases {
+		c := toyCheckpoint()
+		tc.edit(&c.History[1])
+		path := filepath.Join(t.TempDir(), "c.h5")
+		if err := h5.WriteFile(path, c.attrs(), c.arrays()); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Read(path)
+		if err == nil || !strings.Contains(err.Error(), path+": "+tc.want) {
+			t.Errorf("Read: %v, want %q", err, tc.want)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package ckpt
 
 import (
+	"fmt"
+
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
@@ -109,6 +111,14 @@ func readHistory(f *h5.File, n, layers int) []metrics.Epoch {
 	for i := range h {
 		h[i].Derive(cum)
 		cum = h[i].BytesCum
+		if col, l, v, want := h[i].Check(); col != "" {
+			at := fmt.Sprintf("row %d", i)
+			if l >= 0 {
+				at = fmt.Sprintf("row %d layer %d", i, l)
+			}
+			f.Errorf("/metrics/"+col, "%s is %v, expected %s: the file is corrupt", at, v, want)
+			return nil
+		}
 	}
 	return h
 }

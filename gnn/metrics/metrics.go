@@ -17,48 +17,100 @@ import (
 // counts are summed over ranks. Fields tagged derived follow from the
 // others (Derive), so a table need not store them.
 type Epoch struct {
-	Epoch    int     `json:"epoch"`
-	Loss     float64 `json:"loss"`
-	TrainAcc float64 `json:"train_acc"`
-	ValAcc   float64 `json:"val_acc"`
-	TestAcc  float64 `json:"test_acc"`
-	Seconds  float64 `json:"epoch_seconds"`
+	Epoch    int     `json:"epoch" check:"count"`
+	Loss     float64 `json:"loss" check:"finite"`
+	TrainAcc float64 `json:"train_acc" check:"fraction"`
+	ValAcc   float64 `json:"val_acc" check:"fraction"`
+	TestAcc  float64 `json:"test_acc" check:"fraction"`
+	Seconds  float64 `json:"epoch_seconds" check:"count"`
 	// CommSeconds is this rank's time inside the transport (halo exchanges
 	// and all-reduces), HaloSeconds the halo exchanges' part of it,
 	// CodecSeconds its time encoding and decoding; ComputeSeconds is the
 	// rest of Seconds.
-	CommSeconds    float64 `json:"comm_seconds"`
-	HaloSeconds    float64 `json:"halo_seconds"`
-	CodecSeconds   float64 `json:"compress_seconds"`
-	ComputeSeconds float64 `json:"compute_seconds" metrics:"derived"`
+	CommSeconds    float64 `json:"comm_seconds" check:"count"`
+	HaloSeconds    float64 `json:"halo_seconds" check:"count"`
+	CodecSeconds   float64 `json:"compress_seconds" check:"count"`
+	ComputeSeconds float64 `json:"compute_seconds" metrics:"derived" check:"finite"`
 	// BytesFwd and BytesBwd are the epoch's training halo bytes, BytesCum
 	// the run's up to and including this epoch.
-	BytesFwd int64 `json:"bytes_fwd" metrics:"derived"`
-	BytesBwd int64 `json:"bytes_bwd" metrics:"derived"`
-	BytesCum int64 `json:"bytes_cum" metrics:"derived"`
+	BytesFwd int64 `json:"bytes_fwd" metrics:"derived" check:"count"`
+	BytesBwd int64 `json:"bytes_bwd" metrics:"derived" check:"count"`
+	BytesCum int64 `json:"bytes_cum" metrics:"derived" check:"count"`
 	// Halo bytes handed to the transport per layer. BytesEvalLayer counts
 	// the evaluation pass's forward exchanges, kept apart so that budgets
 	// compare training traffic.
-	BytesFwdLayer  []int64 `json:"bytes_fwd_layer"`
-	BytesBwdLayer  []int64 `json:"bytes_bwd_layer"`
-	BytesEvalLayer []int64 `json:"bytes_eval_layer"`
+	BytesFwdLayer  []int64 `json:"bytes_fwd_layer" check:"count"`
+	BytesBwdLayer  []int64 `json:"bytes_bwd_layer" check:"count"`
+	BytesEvalLayer []int64 `json:"bytes_eval_layer" check:"count"`
 	// Rates are the compression rates per layer (1 = raw); Bits the bits
 	// per value (quant) or columns kept (trunc) per layer, 32 when raw;
 	// CompError the relative error ||x - x^|| / ||x|| of the forward
 	// training payloads per layer.
-	Rates     []float64 `json:"ratio"`
-	Bits      []int     `json:"bits"`
-	CompError []float64 `json:"comp_error"`
+	Rates     []float64 `json:"ratio" check:"rate"`
+	Bits      []int     `json:"bits" check:"count"`
+	CompError []float64 `json:"comp_error" check:"count"`
 	// GradNorm is the norm of the all-reduced parameter gradient (before
 	// weight decay), which closed-loop schedules watch.
-	GradNorm float64 `json:"grad_norm"`
+	GradNorm float64 `json:"grad_norm" check:"count"`
 	// ValAUC and TestAUC are the ROC AUC of two-class tasks; nil for other
 	// tasks and where a split lacks one of the classes (AUC undefined).
-	ValAUC  *float64 `json:"val_auc,omitempty"`
-	TestAUC *float64 `json:"test_auc,omitempty"`
+	ValAUC  *float64 `json:"val_auc,omitempty" check:"fraction"`
+	TestAUC *float64 `json:"test_auc,omitempty" check:"fraction"`
 	// Stop says that a rank asked to stop during this epoch: the run ends
 	// after it on every rank. Not part of the record.
 	Stop bool `json:"-"`
+}
+
+// checks are the ranges of the fields, by their check tag, and what a
+// value outside one is said to break.
+var checks = map[string]struct {
+	ok   func(float64) bool
+	want string
+}{
+	"finite":   {func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }, "a finite number"},
+	"count":    {func(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }, "a finite number >= 0"},
+	"fraction": {func(x float64) bool { return x >= 0 && x <= 1 }, "a fraction in [0, 1]"},
+	"rate":     {func(x float64) bool { return x >= 1 && !math.IsInf(x, 1) }, "a compression rate >= 1"},
+}
+
+// Check returns the first value of e outside its field's range (an
+// accuracy above 1, a negative byte count, a rate below 1, a NaN loss):
+// its column, the layer for a per-layer column (else -1), the value and
+// what was expected; column is "" when every value holds. Read from a
+// file, such a value means corruption.
+func (e *Epoch) Check() (column string, layer int, value float64, want string) {
+	for _, c := range columns {
+		ck := checks[c.check]
+		v := c.field(e)
+		switch c.Kind {
+		case OptFloat:
+			if !v.IsNil() && !ck.ok(v.Elem().Float()) {
+				return c.Name, -1, v.Elem().Float(), ck.want
+			}
+		case Float:
+			if !ck.ok(v.Float()) {
+				return c.Name, -1, v.Float(), ck.want
+			}
+		case Int:
+			if !ck.ok(float64(v.Int())) {
+				return c.Name, -1, float64(v.Int()), ck.want
+			}
+		default:
+			for l := range v.Len() {
+				x := v.Index(l)
+				f := 0.0
+				if x.CanFloat() {
+					f = x.Float()
+				} else {
+					f = float64(x.Int())
+				}
+				if !ck.ok(f) {
+					return c.Name, l, f, ck.want
+				}
+			}
+		}
+	}
+	return "", -1, 0, ""
 }
 
 // Derive sets the derived fields from the others, given the run's halo
@@ -137,6 +189,7 @@ type Column struct {
 	Kind    ColumnKind
 	Derived bool // Derive computes it: a reader need not read it
 	index   int
+	check   string // the key of its range in checks
 }
 
 var columns = func() []Column {
@@ -157,7 +210,11 @@ var columns = func() []Column {
 		if !ok {
 			panic(fmt.Sprintf("metrics: field %s has type %s, which no column kind stores", f.Name, f.Type))
 		}
-		cs = append(cs, Column{Name: name, Kind: kind, Derived: f.Tag.Get("metrics") == "derived", index: i})
+		check := f.Tag.Get("check")
+		if _, ok := checks[check]; !ok {
+			panic(fmt.Sprintf("metrics: field %s has check %q, expected one of the checks", f.Name, check))
+		}
+		cs = append(cs, Column{Name: name, Kind: kind, Derived: f.Tag.Get("metrics") == "derived", index: i, check: check})
 	}
 	return cs
 }()
