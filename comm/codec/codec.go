@@ -45,6 +45,10 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/kernels/rng"
 )
 
+// WireVersion is the version of the wire formats above. Ranks of one job
+// refuse to train unless their builds share it; change it with any format.
+const WireVersion = 1
+
 // Spec is one codec: its kind and, for quant, the bits per value, for
 // trunc the rate that fixes the columns kept. It is all a device needs to
 // produce the wire format, so the GPU implements the same formats from the

@@ -118,6 +118,16 @@ func rotate(path string, keep int) error {
 	return os.Link(path, old(1))
 }
 
+// ParamDigest digests the parameters and Adam moments, so that the ranks
+// of a resumed job can check they resume the same state.
+func (c *Checkpoint) ParamDigest() uint64 {
+	var arrays []any
+	for _, p := range c.Params {
+		arrays = append(arrays, p.W, p.M, p.V)
+	}
+	return data.Digest(arrays...)
+}
+
 func (c *Checkpoint) attrs() []h5.Attr {
 	a := []h5.Attr{
 		{Name: "format", Val: Format}, {Name: "version", Val: int32(Version)},

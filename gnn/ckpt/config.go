@@ -56,9 +56,10 @@ const maxLayers = 1 << 10
 // field is one Config value, stored as a root attribute of that name.
 type field struct {
 	name   string
-	ptr    any   // *string, *int, *float64, *uint64 or *bool
-	lo, hi int64 // the range of an int
-	hex    bool  // a digest, shown in hex
+	ptr    any    // *string, *int, *float64, *uint64 or *bool
+	lo, hi int64  // the range of an int
+	hex    bool   // a digest, shown in hex
+	flag   string // what sets it, for people: a train flag, or what decides it
 }
 
 // fields lists c's values in the order a mismatch is looked for: the
@@ -68,36 +69,36 @@ func (c *Config) fields() []field {
 	const maxInt = math.MaxInt32
 	r, d := &c.Run, &c.Data
 	return []field{
-		{name: "model", ptr: &r.Model},
-		{name: "layers", ptr: &r.Layers, lo: 1, hi: maxLayers},
-		{name: "hidden", ptr: &r.Hidden, lo: 0, hi: maxInt},
-		{name: "lr", ptr: &r.LR},
-		{name: "weight_decay", ptr: &r.WeightDecay},
-		{name: "dropout", ptr: &r.Dropout},
-		{name: "adam_beta1", ptr: &c.AdamBeta1},
-		{name: "adam_beta2", ptr: &c.AdamBeta2},
-		{name: "adam_eps", ptr: &c.AdamEps},
-		{name: "seed", ptr: &r.Seed},
-		{name: "epochs", ptr: &r.Epochs, lo: 1, hi: maxInt},
-		{name: "codec", ptr: &r.Codec},
-		{name: "codec_bwd", ptr: &r.CodecBwd},
-		{name: "schedule", ptr: &r.Schedule},
-		{name: "ratio", ptr: &r.Ratio},
-		{name: "ratio_max", ptr: &r.RatioMax},
-		{name: "ratio_min", ptr: &r.RatioMin},
-		{name: "slope", ptr: &r.Slope},
-		{name: "kappa", ptr: &r.Kappa},
-		{name: "eval_compressed", ptr: &r.EvalCompressed},
-		{name: "normalize_features", ptr: &d.NormalizeFeatures},
-		{name: "no_comm", ptr: &d.NoComm},
-		{name: "split", ptr: &d.Split},
-		{name: "ranks", ptr: &d.Ranks, lo: 1, hi: maxInt},
-		{name: "partition_method", ptr: &d.PartitionMethod},
-		{name: "partition_seed", ptr: &d.PartitionSeed},
-		{name: "dataset_fingerprint", ptr: &d.Fingerprint, hex: true},
-		{name: "in_dim", ptr: &r.InDim, lo: 1, hi: maxInt},
-		{name: "classes", ptr: &r.Classes, lo: 1, hi: maxInt},
-		{name: "partition_id", ptr: &d.PartitionID, hex: true},
+		{name: "model", flag: "--model", ptr: &r.Model},
+		{name: "layers", flag: "--layers", ptr: &r.Layers, lo: 1, hi: maxLayers},
+		{name: "hidden", flag: "--hidden", ptr: &r.Hidden, lo: 0, hi: maxInt},
+		{name: "lr", flag: "--lr", ptr: &r.LR},
+		{name: "weight_decay", flag: "--weight-decay", ptr: &r.WeightDecay},
+		{name: "dropout", flag: "--dropout", ptr: &r.Dropout},
+		{name: "adam_beta1", flag: "Adam beta1", ptr: &c.AdamBeta1},
+		{name: "adam_beta2", flag: "Adam beta2", ptr: &c.AdamBeta2},
+		{name: "adam_eps", flag: "Adam epsilon", ptr: &c.AdamEps},
+		{name: "seed", flag: "--seed", ptr: &r.Seed},
+		{name: "epochs", flag: "--epochs", ptr: &r.Epochs, lo: 1, hi: maxInt},
+		{name: "codec", flag: "--codec", ptr: &r.Codec},
+		{name: "codec_bwd", flag: "--codec-bwd", ptr: &r.CodecBwd},
+		{name: "schedule", flag: "--schedule", ptr: &r.Schedule},
+		{name: "ratio", flag: "--ratio", ptr: &r.Ratio},
+		{name: "ratio_max", flag: "--ratio-max", ptr: &r.RatioMax},
+		{name: "ratio_min", flag: "--ratio-min", ptr: &r.RatioMin},
+		{name: "slope", flag: "--slope", ptr: &r.Slope},
+		{name: "kappa", flag: "--kappa", ptr: &r.Kappa},
+		{name: "eval_compressed", flag: "--eval-compressed", ptr: &r.EvalCompressed},
+		{name: "normalize_features", flag: "--normalize-features", ptr: &d.NormalizeFeatures},
+		{name: "no_comm", flag: "--no-comm", ptr: &d.NoComm},
+		{name: "split", flag: "--split", ptr: &d.Split},
+		{name: "ranks", flag: "the world size", ptr: &d.Ranks, lo: 1, hi: maxInt},
+		{name: "partition_method", flag: "the partition method (--partition or --parts)", ptr: &d.PartitionMethod},
+		{name: "partition_seed", flag: "the partition seed (--partition-seed or --parts)", ptr: &d.PartitionSeed},
+		{name: "dataset_fingerprint", flag: "the dataset fingerprint (--data or --parts)", ptr: &d.Fingerprint, hex: true},
+		{name: "in_dim", flag: "the feature width", ptr: &r.InDim, lo: 1, hi: maxInt},
+		{name: "classes", flag: "the class count", ptr: &r.Classes, lo: 1, hi: maxInt},
+		{name: "partition_id", flag: "the partition id (--parts or --partition)", ptr: &d.PartitionID, hex: true},
 	}
 }
 
@@ -159,6 +160,19 @@ var mismatchHint = map[string]string{
 	"epochs":              " (a resumed run keeps --epochs: the varco ramp depends on it)",
 	"dataset_fingerprint": " (another dataset)",
 	"partition_id":        " (another partition)",
+}
+
+// Setting is one value of a Config for comparing runs: what sets it (a
+// train flag, or what decides it) and its value as shown to people.
+type Setting struct{ Name, Value string }
+
+// Settings lists c's values in the order of Check.
+func (c *Config) Settings() []Setting {
+	var s []Setting
+	for _, f := range c.fields() {
+		s = append(s, Setting{f.flag, f.show(f.get())})
+	}
+	return s
 }
 
 // Map is c as attribute name -> value, for JSON.

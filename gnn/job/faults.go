@@ -202,29 +202,3 @@ var (
 	opMemory   = comm.Op{Name: "peak memory all-reduce"}
 	opBarrier  = comm.Op{Name: "barrier"}
 )
-
-// agree makes every rank learn whether any rank failed its setup. The lowest
-// failed rank returns its own error; the others return an *Exit with the same
-// class of exit code.
-func agree(c comm.Comm, err error) error {
-	failed := make([]float64, c.Size())
-	if err != nil {
-		failed[c.Rank()] = float64(ExitCode(err))
-	}
-	comm.Label(c, &opAgree)
-	if rerr := c.AllReduceFloat64(failed); rerr != nil {
-		if err != nil {
-			return err
-		}
-		return rerr
-	}
-	for r, code := range failed {
-		if code != 0 {
-			if r == c.Rank() {
-				return err
-			}
-			return &Exit{Code: int(code)}
-		}
-	}
-	return nil
-}

@@ -351,6 +351,9 @@ func (j *job) runMPI() error {
 		mc.Abort(ExitFailure)
 	})
 	defer stopWatch()
+	if err := agreeSettings(c, s.settings(q), nil); err != nil {
+		return j.endTogether(c, rank, err, ExitCode(err))
+	}
 	start := time.Now()
 	rj, src, ck, setupErr := j.setupMPIRank(c)
 	var info Info
@@ -446,21 +449,14 @@ func (j *job) abort(c comm.Comm, err error) error {
 // setupMPIRank loads this rank's shard (its part file, or the dataset
 // partitioned on the fly), reads --resume and builds its job.
 func (j *job) setupMPIRank(c comm.Comm) (*rankJob, *source, *checkpointer, error) {
-	rank, q := c.Rank(), c.Size()
-	src, err := j.load([]int{rank}, q, false)
-	if err != nil {
-		return nil, nil, nil, err
+	rank := c.Rank()
+	src, v, ck, err := j.loadMPIRank(rank, c.Size())
+	// Every rank takes part, failed or not, so that all learn of a failure.
+	var mine []setting
+	if err == nil {
+		mine = dataSettings(j.identity(src), ck)
 	}
-	if err := j.checkMemory(src, processesOnNode()); err != nil {
-		return nil, src, nil, err
-	}
-	v, sh, err := j.view(src, rank)
-	if err != nil {
-		return nil, src, nil, err
-	}
-	src.info.HaloRows = len(sh.Halo)
-	ck, err := newCheckpointer(j.spec, j.identity(src), src.info.Dataset, j.rankLog(0))
-	if err != nil {
+	if err := agreeSettings(c, mine, err); err != nil {
 		return nil, src, nil, err
 	}
 	rj, err := j.newRankJob(c, v, j.spec.ThreadsPerRank(1), localRank(rank), false)
@@ -477,6 +473,27 @@ func (j *job) setupMPIRank(c comm.Comm) (*rankJob, *source, *checkpointer, error
 	src.shards = nil
 	debug.FreeOSMemory()
 	return rj, src, ck, nil
+}
+
+// loadMPIRank reads an MPI rank's data and --resume: nothing collective.
+func (j *job) loadMPIRank(rank, q int) (*source, *gnn.View, *checkpointer, error) {
+	src, err := j.load([]int{rank}, q, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := j.checkMemory(src, processesOnNode()); err != nil {
+		return src, nil, nil, err
+	}
+	v, sh, err := j.view(src, rank)
+	if err != nil {
+		return src, nil, nil, err
+	}
+	src.info.HaloRows = len(sh.Halo)
+	ck, err := newCheckpointer(j.spec, j.identity(src), src.info.Dataset, j.rankLog(0))
+	if err != nil {
+		return src, nil, nil, err
+	}
+	return src, v, ck, nil
 }
 
 // localRank is the node-local rank that picks an MPI rank's GPU, from the

@@ -69,7 +69,8 @@ func (j *job) load(ranks []int, q int, oneProcess bool) (*source, error) {
 			}
 		}
 	}
-	if s.checkpointing() {
+	if s.checkpointing() || !oneProcess {
+		// A checkpoint records the data's identity; MPI ranks compare it.
 		src.id.PartitionMethod, src.id.PartitionSeed = s.Partition, s.PartitionSeed
 		if q == 1 {
 			src.id.PartitionMethod, src.id.PartitionSeed, parts = "none", 0, nil
