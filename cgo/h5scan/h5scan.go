@@ -29,6 +29,14 @@ static int failf(scan_state *s, const char *obj, const char *what) {
 // read_value reads n values of type t from an attribute (a >= 0) or a
 // dataset (d >= 0) into scratch memory, variable-length strings included.
 static int read_value(scan_state *s, const char *obj, hid_t a, hid_t d, hid_t t, hssize_t n) {
+	if (H5Tget_class(t) == H5T_STRING) {
+		// A corrupt character set or padding makes libhdf5 convert
+		// (and allocate) without bound.
+		H5T_cset_t cs = H5Tget_cset(t);
+		H5T_str_t pad = H5Tget_strpad(t);
+		if ((cs != H5T_CSET_ASCII && cs != H5T_CSET_UTF8) || (pad != H5T_STR_NULLTERM && pad != H5T_STR_NULLPAD && pad != H5T_STR_SPACEPAD))
+			return failf(s, obj, "has a string type of no known character set or padding");
+	}
 	if (H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) > 0) {
 		char **strs = calloc(n > 0 ? n : 1, sizeof(char *));
 		if (!strs) return failf(s, obj, "out of memory");

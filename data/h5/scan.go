@@ -23,7 +23,8 @@ import (
 // loop forever, or allocate gigabytes for a file of kilobytes, before any
 // check of ours runs. So before this process opens a file, a child process
 // (this same program, started with scanEnv set) walks every object of it
-// through libhdf5 (cgo/h5scan) under a time and a memory limit. A file the
+// through libhdf5 (cgo/h5scan) under limits of CPU time, wall time and
+// memory. A file the
 // scan survives is opened here; one that crashes, hangs or bloats the child
 // is refused as corrupt, with one line. The child reads metadata and small
 // datasets whole, and checks that every contiguous dataset lies inside the
@@ -36,8 +37,8 @@ const (
 	// generous for a slow disk, since the scan reads little.
 	scanCPU     = 3
 	scanTimeout = 30 * time.Second
-	scanMemory  = 1 << 30 // bytes the child may map beyond what it starts with
-	scanFailed  = 3       // the child's exit code for a file libhdf5 rejects
+	scanMemory  = 256 << 20 // bytes the child may map beyond what it starts with
+	scanFailed  = 3         // the child's exit code for a file libhdf5 rejects
 )
 
 func init() {
