@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
-	"github.com/gnn-spmd/gnn-spmd/data/h5"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn/results"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -36,6 +36,22 @@ func runPlot(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var inputs, outputs []outfile.Path
+	for _, s := range ss {
+		for _, r := range s.Runs {
+			inputs = append(inputs, outfile.Path{Flag: "series " + s.Name, Name: r.Path})
+		}
+	}
+	for _, kind := range []string{"acc-bytes", "acc-epoch", "rate-epoch"} {
+		for _, ext := range []string{".png", ".svg"} {
+			outputs = append(outputs, outfile.Path{Flag: "--out", Name: *out + "-" + kind + ext, MakeDirs: true})
+		}
+	}
+	release, err := outfile.Claim(inputs, outputs)
+	if err != nil {
+		return err
+	}
+	defer release()
 	heading := *title
 	if heading != "" {
 		heading += ": "
@@ -312,5 +328,5 @@ func writeAtomic(path string, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return h5.WriteAtomicStream(path, write)
+	return outfile.WriteStream(path, write)
 }

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn/results"
 )
 
@@ -28,6 +29,12 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if *figDir == "" {
 		*figDir = filepath.Join(filepath.Dir(*out), "figures")
 	}
+	release, err := outfile.Claim([]outfile.Path{{Flag: "--dir", Name: *dir}, {Flag: "--notes", Name: *notesPath}},
+		[]outfile.Path{{Flag: "--out", Name: *out, MakeDirs: true}, {Flag: "--figures", Name: *figDir, Dir: true, MakeDirs: true}})
+	if err != nil {
+		return err
+	}
+	defer release()
 	res, err := results.ReadDir(*dir)
 	if err != nil {
 		return err

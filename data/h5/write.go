@@ -1,20 +1,21 @@
 // Package h5 is the HDF5 toolkit every file format of this project uses
 // (the dataset file, part files, checkpoints): scalar root attributes naming
 // the format and version, contiguous uncompressed little-endian arrays,
-// writes that are atomic (WriteAtomic, also for files that are not HDF5),
+// writes that are atomic (through data/outfile),
 // and readers that check every type, shape and size against the file
 // before allocating, and report each problem as a *data.InputError naming
 // the file and the HDF5 object.
 package h5
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"syscall"
+
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 
 	"gonum.org/v1/hdf5"
 )
@@ -69,60 +70,50 @@ type Array struct {
 	Dims []uint
 }
 
-// WriteAtomic writes a file through a temporary file next to path:
-// write creates and fills the file named tmp, which is then fsynced and
-// renamed over path, and the directory fsynced. A reader never sees a
-// half-written path; on failure the temporary file is removed.
-func WriteAtomic(path string, write func(tmp string) error) error {
-	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
-	err := write(tmp)
-	if err == nil {
-		err = syncPath(tmp)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	syncPath(filepath.Dir(path))
-	return nil
-}
-
-// WriteAtomicStream is WriteAtomic for content written as a stream (text,
-// figures, archives), buffered.
-func WriteAtomicStream(path string, write func(w io.Writer) error) error {
-	return WriteAtomic(path, func(tmp string) error {
-		f, err := os.Create(tmp)
-		if err != nil {
-			return err
-		}
-		bw := bufio.NewWriter(f)
-		err = write(bw)
-		if err == nil {
-			err = bw.Flush()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	})
-}
-
 // WriteFile writes root attributes and datasets to a new HDF5 file at
-// path, atomically (WriteAtomic).
+// path, atomically (outfile.WriteAtomic).
 func WriteFile(path string, attrs []Attr, arrays []Array) error {
-	return WriteAtomic(path, func(tmp string) error {
-		// Creating the file first gives a plain OS error (permissions, a
-		// missing directory) rather than HDF5's.
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
+	return outfile.WriteAtomic(path, func(tmp string) error { return Create(tmp, attrs, arrays) })
+}
+
+// Create writes root attributes and datasets to a new HDF5 file named
+// name, in place: the writer of a temporary file. A file system without
+// room for the arrays is refused before anything is written, in words
+// (libhdf5 reports a failed write without its errno).
+func Create(name string, attrs []Attr, arrays []Array) error {
+	// Creating the file first gives a plain OS error (permissions, a
+	// missing directory) rather than HDF5's.
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	need := int64(64 << 10) // metadata
+	for _, a := range arrays {
+		need += int64(dataBytes(a.Data))
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs(filepath.Dir(name), &st) == nil {
+		if free := int64(st.Bavail) * st.Bsize; free < need {
+			return fmt.Errorf("the file needs about %d bytes, %s has %d free: %w", need, filepath.Dir(name), free, syscall.ENOSPC)
 		}
-		f.Close()
-		return withHDF5(func() error { return writeContent(tmp, attrs, arrays) })
-	})
+	}
+	return withHDF5(func() error { return writeContent(name, attrs, arrays) })
+}
+
+// dataBytes is the size of an array's data.
+func dataBytes(d any) int {
+	switch d := d.(type) {
+	case []int32:
+		return 4 * len(d)
+	case []int64:
+		return 8 * len(d)
+	case []float32:
+		return 4 * len(d)
+	case []float64:
+		return 8 * len(d)
+	}
+	return 0
 }
 
 // writeContent writes root attributes and datasets (creating their
@@ -209,19 +200,6 @@ func writeContent(name string, attrs []Attr, arrays []Array) (err error) {
 
 func Vec[T any](path string, data []T) Array {
 	return Array{path, data, []uint{uint(len(data))}}
-}
-
-// syncPath fsyncs a file or directory (after HDF5 has closed it).
-func syncPath(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // closer collects deferred HDF5 closes and keeps the first error: a close

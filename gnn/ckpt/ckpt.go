@@ -5,13 +5,12 @@
 package ckpt
 
 import (
-	"errors"
 	"fmt"
 	"math"
-	"os"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
@@ -90,32 +89,12 @@ func (c *Checkpoint) Restore(t *gnn.Trainer) error {
 	return t.Resume(c.Step, c.History)
 }
 
-// Write saves c at path atomically (h5.WriteFile). With keep > 1 the
-// checkpoints before it stay as path.1 (the newest) to path.<keep-1>. A
-// failed write leaves the checkpoint at path as it was.
+// Write saves c at path atomically (outfile.Write): the new checkpoint is
+// written completely first; only then do the ones before it move to
+// path.1 (the newest) ... path.<keep-1>. A failed write leaves every
+// checkpoint as it was.
 func Write(path string, keep int, c *Checkpoint) error {
-	if err := rotate(path, keep); err != nil {
-		return fmt.Errorf("rotate checkpoints: %w", err)
-	}
-	return h5.WriteFile(path, c.attrs(), c.arrays())
-}
-
-// rotate shifts path.i to path.i+1 for i < keep-1, then hard-links path as
-// path.1: the old checkpoint keeps its name until the new one replaces it.
-func rotate(path string, keep int) error {
-	if _, err := os.Stat(path); keep < 2 || errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	old := func(i int) string { return fmt.Sprintf("%s.%d", path, i) }
-	for i := keep - 2; i >= 1; i-- {
-		if err := os.Rename(old(i), old(i+1)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-	}
-	if err := os.Remove(old(1)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return os.Link(path, old(1))
+	return outfile.Write(path, keep, func(tmp string) error { return h5.Create(tmp, c.attrs(), c.arrays()) })
 }
 
 // ParamDigest digests the parameters and Adam moments, so that the ranks

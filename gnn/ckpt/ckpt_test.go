@@ -6,11 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
@@ -126,15 +126,21 @@ func TestRotate(t *testing.T) {
 	if _, err := os.Stat(path + ".3"); err == nil {
 		t.Errorf("%s.3 exists with --keep 3", path)
 	}
-	blocker := path + ".tmp-" + strconv.Itoa(os.Getpid())
+	blocker := outfile.TempName(path, os.Getpid())
 	if err := os.MkdirAll(filepath.Join(blocker, "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := write("v5"); err == nil {
 		t.Fatal("write succeeded with a directory in the way of its temporary file")
 	}
-	if got := name(path); got != "v4" {
-		t.Errorf("after a failed write the checkpoint holds %s, want v4", got)
+	// Nothing rotated: every version is still there, each its own file.
+	if a, b, c := name(path), name(path+".1"), name(path+".2"); a != "v4" || b != "v3" || c != "v2" {
+		t.Errorf("after a failed write the rotation holds %s, %s, %s; want v4, v3, v2", a, b, c)
+	}
+	s0, _ := os.Stat(path)
+	s1, _ := os.Stat(path + ".1")
+	if os.SameFile(s0, s1) {
+		t.Errorf("%s and %s are one file after a failed write", path, path+".1")
 	}
 }
 

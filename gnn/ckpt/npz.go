@@ -7,15 +7,15 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/gnn-spmd/gnn-spmd/data/h5"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 )
 
 // WriteNPZ writes the parameters' values as a NumPy .npz archive, as
 // numpy.savez does: an uncompressed zip holding <name>.npy for every
 // parameter, a float32 C-order array of shape [rows, cols]. The write is
-// atomic (h5.WriteAtomicStream).
+// atomic (outfile.WriteStream).
 func WriteNPZ(path string, params []Param) error {
-	return h5.WriteAtomicStream(path, func(w io.Writer) error { return writeNPZ(w, params) })
+	return outfile.WriteStream(path, func(w io.Writer) error { return writeNPZ(w, params) })
 }
 
 func writeNPZ(f io.Writer, params []Param) error {

@@ -1,0 +1,227 @@
+// Package outfile is how every command writes its outputs: completely or
+// not at all (a temporary file beside the output, fsynced, then renamed
+// over it), keeping older versions on request (Write with keep), never over
+// an input (Distinct), found unwritable before any work starts (Probe),
+// owned by one run at a time (Lock), and without leaving temporary files
+// of a killed run behind for good (the next writer of the path removes
+// them).
+package outfile
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Error is an output that cannot be written as asked: a usage error.
+type Error struct{ Msg string }
+
+func (e *Error) Error() string { return e.Msg }
+
+// ExitCode is 2, the exit code of bad input.
+func (e *Error) ExitCode() int { return 2 }
+
+func errorf(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(format, args...)} }
+
+// nameMax is the longest file name (one path element) Linux file systems
+// take.
+const nameMax = 255
+
+// stem names the hidden files that belong to path (its temporary files
+// and its lock) within path's directory: a readable prefix of its base
+// name and a hash of all of it, so that the names fit the file-name limit
+// however long the output's name is.
+func stem(path string) string {
+	base := filepath.Base(path)
+	h := fnv.New32a()
+	h.Write([]byte(base))
+	prefix := base
+	if len(prefix) > 40 {
+		prefix = prefix[:40]
+	}
+	return fmt.Sprintf(".%s~%08x", prefix, h.Sum32())
+}
+
+// TempName is the temporary file that process pid writes path through.
+func TempName(path string, pid int) string {
+	return filepath.Join(filepath.Dir(path), fmt.Sprintf("%s.%d.tmp", stem(path), pid))
+}
+
+// Write writes the file at path through its temporary file: write creates
+// and fills the file it is given, which is then fsynced; only then are the
+// older versions rotated (with keep > 1, path becomes path.1, path.1
+// becomes path.2, ... up to path.<keep-1>) and the temporary file renamed
+// over path, and the directory fsynced. A reader never sees a half-written
+// path, and a failed write (a full disk, a signal) leaves path and every
+// older version as they were; the temporary file is removed.
+func Write(path string, keep int, write func(tmp string) error) error {
+	tmp := TempName(path, os.Getpid())
+	err := write(tmp)
+	if err == nil {
+		err = syncPath(tmp)
+	}
+	if err == nil {
+		err = rotate(path, keep)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, explain(path, err))
+	}
+	syncPath(filepath.Dir(path))
+	return nil
+}
+
+// WriteAtomic is Write keeping no older version.
+func WriteAtomic(path string, write func(tmp string) error) error { return Write(path, 1, write) }
+
+// rotate shifts path.i to path.i+1 for i < keep-1 and links path as
+// path.1, so that path keeps its content until the new file replaces it.
+// Every step is a rename or a link: a failure leaves every version there.
+func rotate(path string, keep int) error {
+	if _, err := os.Stat(path); keep < 2 || errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	old := func(i int) string { return path + "." + strconv.Itoa(i) }
+	for i := keep - 2; i >= 1; i-- {
+		if err := os.Rename(old(i), old(i+1)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("rotate %s: %w", old(i), err)
+		}
+	}
+	// path.1 is path.2 by now (or keep is 2 and it is the oldest): replace
+	// it by a link to path, through a temporary name so that it is never
+	// missing.
+	link := TempName(old(1), os.Getpid())
+	os.Remove(link)
+	if err := os.Link(path, link); err != nil {
+		return fmt.Errorf("rotate %s: %w", path, err)
+	}
+	if err := os.Rename(link, old(1)); err != nil {
+		os.Remove(link)
+		return fmt.Errorf("rotate %s: %w", path, err)
+	}
+	return nil
+}
+
+// Versions are the names Write with keep uses for path: path, then
+// path.1 ... path.<keep-1>.
+func Versions(path string, keep int) []string {
+	v := []string{path}
+	for i := 1; i < keep; i++ {
+		v = append(v, path+"."+strconv.Itoa(i))
+	}
+	return v
+}
+
+// explain turns a write error caused by a full file system into one that
+// says so: libhdf5 reports a failed write without its errno ("code -1").
+func explain(path string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return err
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs(filepath.Dir(path), &st) == nil && st.Bavail*uint64(st.Bsize) < 1<<20 {
+		return fmt.Errorf("no space left on device (%d bytes free in %s): %w", st.Bavail*uint64(st.Bsize), filepath.Dir(path), err)
+	}
+	return err
+}
+
+func syncPath(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// RemoveStale removes the temporary files of path that a writer left
+// behind: those whose process is gone. It returns what it removed.
+func RemoveStale(path string) []string {
+	dir, s := filepath.Dir(path), stem(path)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range ents {
+		name := e.Name()
+		pid, ok := strings.CutPrefix(name, s+".")
+		if !ok {
+			continue
+		}
+		pid, ok = strings.CutSuffix(pid, ".tmp")
+		n, err := strconv.Atoi(pid)
+		if !ok || err != nil || n <= 0 || alive(n) && n != os.Getpid() {
+			continue
+		}
+		if os.Remove(filepath.Join(dir, name)) == nil {
+			removed = append(removed, filepath.Join(dir, name))
+		}
+	}
+	return removed
+}
+
+// alive reports whether process pid exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// WriteStream is WriteAtomic for content written as a stream (text,
+// figures, archives), buffered.
+func WriteStream(path string, write func(w io.Writer) error) error {
+	return WriteAtomic(path, func(tmp string) error {
+		f, err := os.Create(tmp)
+		if err != nil {
+			return err
+		}
+		bw := bufio.NewWriter(f)
+		err = write(bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+}
+
+// RemoveStaleIn removes, in dir, the temporary files of every output that
+// writers now gone left behind; for a directory one run owns (a
+// partition), whose file names a killed run may have used are not known.
+func RemoveStaleIn(dir string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range ents {
+		name := e.Name()
+		f := strings.Split(name, ".")
+		// "", "<prefix>~<hash>", "<pid>", "tmp" (the prefix may hold dots)
+		if len(f) < 4 || f[0] != "" || f[len(f)-1] != "tmp" || !strings.Contains(name, "~") {
+			continue
+		}
+		if n, err := strconv.Atoi(f[len(f)-2]); err != nil || n <= 0 || alive(n) && n != os.Getpid() {
+			continue
+		}
+		if os.Remove(filepath.Join(dir, name)) == nil {
+			removed = append(removed, filepath.Join(dir, name))
+		}
+	}
+	return removed
+}
