@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 )
 
@@ -89,6 +90,7 @@ type localGroup struct {
 	mu      sync.Mutex
 	cond    sync.Cond
 	arrived int    // ranks waiting in the current phase
+	here    []bool // which ones
 	phase   uint64 // completed phases
 	left    []bool // ranks that called Close
 	nleft   int
@@ -101,7 +103,7 @@ func NewLocal(q int) []*Local {
 	if q < 1 {
 		panic(fmt.Sprintf("comm: NewLocal(%d): need at least one rank", q))
 	}
-	g := &localGroup{q: q, slots: make([]localSlot, q), left: make([]bool, q)}
+	g := &localGroup{q: q, slots: make([]localSlot, q), left: make([]bool, q), here: make([]bool, q)}
 	g.cond.L = &g.mu
 	ls := make([]*Local, q)
 	for r := range ls {
@@ -220,8 +222,10 @@ func (l *Local) wait() error {
 	}
 	phase := g.phase
 	g.arrived++
+	g.here[l.rank] = true
 	if g.arrived == g.q {
 		g.arrived = 0
+		clear(g.here)
 		g.phase++
 		g.cond.Broadcast()
 		return nil
@@ -244,6 +248,24 @@ func (l *Local) wait() error {
 		return nil
 	}
 	return g.err
+}
+
+// Absent implements Absentees: the peers (nil: all) that have not
+// arrived at the rendezvous this rank waits in.
+func (l *Local) Absent(peers []int) string {
+	g := l.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var missing []int
+	for r := range g.q {
+		if !g.here[r] && r != l.rank && (peers == nil || slices.Contains(peers, r)) {
+			missing = append(missing, r)
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return PeerText(missing) + " did not arrive"
 }
 
 // collective runs one rendezvous for op, whose arguments this rank has put

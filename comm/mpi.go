@@ -41,6 +41,8 @@ type MPI struct {
 	recvStage []byte
 	sendView  [][]byte // per-peer windows into the stages
 	recvView  [][]byte
+
+	procs *rankProcs // set once, before any other call
 }
 
 var _ Comm = (*MPI)(nil)
@@ -73,8 +75,21 @@ func NewMPI() (*MPI, error) {
 	if err := <-ready; err != nil {
 		return nil, fmt.Errorf("comm: MPI: %w", err)
 	}
+	// Where every rank runs, for a timeout to say which one is stopped.
+	where := make([]float64, 2*m.size)
+	where[m.rank], where[m.size+m.rank] = hostID(), float64(os.Getpid())
+	if err := m.AllReduceFloat64(where); err != nil {
+		return nil, err
+	}
+	m.procs = &rankProcs{host: where[:m.size], pid: make([]int, m.size)}
+	for r := range m.size {
+		m.procs.pid[r] = int(where[m.size+r])
+	}
 	return m, nil
 }
+
+// Absent implements Absentees from the processes on this host.
+func (m *MPI) Absent(peers []int) string { return m.procs.absent(m.rank, peers) }
 
 // initThread initialises MPI, then waits to finalize it, on one OS thread.
 func (m *MPI) initThread(ready chan<- error) {

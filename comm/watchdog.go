@@ -46,11 +46,25 @@ type TimeoutError struct {
 	Peers   []int // nil: all ranks
 	Elapsed time.Duration
 	Timeout time.Duration
+	// Absent says which peers did not arrive, where the transport can
+	// tell (Absentees); "" where it cannot.
+	Absent string
 }
 
 func (e *TimeoutError) Error() string {
-	return fmt.Sprintf("comm: rank %d: %s did not complete within the %v timeout: waited %v for %s",
+	msg := fmt.Sprintf("comm: rank %d: %s did not complete within the %v timeout: waited %v for %s",
 		e.Rank, e.Op, e.Timeout, e.Elapsed.Round(10*time.Millisecond), PeerText(e.Peers))
+	if e.Absent != "" {
+		msg += " (" + e.Absent + ")"
+	}
+	return msg
+}
+
+// Absentees is a Comm that can tell, while a call waits, which peers did
+// not arrive: goroutine ranks know; an MPI rank sees the state of the
+// processes on its own host.
+type Absentees interface {
+	Absent(peers []int) string
 }
 
 // PeerText is "all ranks" for nil, else "rank 1" or "ranks 1, 3".
@@ -172,6 +186,9 @@ func (w *Watchdog) watch() {
 		elapsed := time.Since(w.base) - time.Duration(s-1)
 		e := &TimeoutError{Rank: w.rank, Op: op.Name, Peers: op.Peers, Elapsed: elapsed, Timeout: w.timeout}
 		if elapsed >= w.timeout {
+			if a, ok := w.c.(Absentees); ok {
+				e.Absent = a.Absent(op.Peers)
+			}
 			w.onTimeout(e)
 			return
 		}

@@ -7,11 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
 	"github.com/gnn-spmd/gnn-spmd/gnn/job"
 )
@@ -94,7 +94,7 @@ func TestCheckpointResume(t *testing.T) {
 					t.Errorf("%s holds epoch %d, want %d", file, got, epoch)
 				}
 			}
-			if tmp, _ := filepath.Glob(ck + ".tmp-*"); len(tmp) > 0 {
+			if tmp, _ := filepath.Glob(filepath.Join(filepath.Dir(ck), ".*.tmp")); len(tmp) > 0 {
 				t.Errorf("temporary files left: %v", tmp)
 			}
 			for _, m := range []string{saved, run("from10.jsonl", "--resume", ck+".1"), run("from5.jsonl", "--resume", ck+".2")} {
@@ -202,11 +202,14 @@ func TestCheckpointAtomic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale := ck + ".tmp-1"
+	// A temporary file of a writer that is gone, and one of a live
+	// process (pid 1) that is not this run's to remove.
+	stale, live := outfile.TempName(ck, deadPid(t)), outfile.TempName(ck, 1)
 	os.WriteFile(stale, []byte("half a checkpoint"), 0o644)
+	os.WriteFile(live, []byte("half a checkpoint"), 0o644)
 	// A directory where this process's temporary file would go makes the
 	// next write fail.
-	blocker := ck + ".tmp-" + strconv.Itoa(os.Getpid())
+	blocker := outfile.TempName(ck, os.Getpid())
 	if err := os.MkdirAll(filepath.Join(blocker, "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -224,8 +227,11 @@ func TestCheckpointAtomic(t *testing.T) {
 	if code, _, stderr := runCLI("train", "--data", g, "--epochs", "4", "--hidden", "8", "--quiet", "--checkpoint", ck, "--keep", "2"); code != 0 {
 		t.Fatalf("train: %s", stderr)
 	}
-	if b, _ := os.ReadFile(stale); string(b) != "half a checkpoint" {
-		t.Errorf("a stale temporary file was touched")
+	if exists(stale) {
+		t.Errorf("the temporary file of a dead writer was left")
+	}
+	if b, _ := os.ReadFile(live); string(b) != "half a checkpoint" {
+		t.Errorf("the temporary file of a live process was touched")
 	}
 	if c := readCheckpoint(t, ck+".1"); c.Config.Data.Ranks != 2 {
 		t.Errorf("%s.1 is not the previous checkpoint: %d ranks", ck, c.Config.Data.Ranks)
@@ -368,4 +374,14 @@ func TestBadCheckpoint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deadPid is the pid of a process that has exited.
+func deadPid(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
 }

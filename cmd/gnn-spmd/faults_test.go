@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn/job"
 )
 
@@ -174,7 +175,8 @@ func TestCommTimeoutMPI(t *testing.T) {
 	watch, seen := lineSeen("epoch    2")
 	r := start(t, cmd, watch)
 	stoppedAt := <-seen
-	syscall.Kill(rankPid(t, cmd, 1), syscall.SIGSTOP)
+	stopped := rankPid(t, cmd, 1)
+	syscall.Kill(stopped, syscall.SIGSTOP)
 	err, stdout, stderr := r.wait()
 	took := time.Since(stoppedAt)
 	t.Logf("mpirun: %v, %v after rank 1 was stopped; %q", err, took, gnnLines(stderr))
@@ -185,8 +187,9 @@ func TestCommTimeoutMPI(t *testing.T) {
 	// own watchdog may then count the stop as a wait: a second line.
 	lines := gnnLines(stderr)
 	if len(lines) < 1 || len(lines) > 2 || !strings.Contains(lines[0], "gnn-spmd: comm: rank 0: ") ||
-		!strings.Contains(lines[0], "did not complete within the 2s timeout: waited 2") || !strings.Contains(lines[0], "(--comm-timeout)") {
-		t.Errorf("want a first line naming the operation rank 0 waited in, got %q\nall stderr:\n%s", lines, strings.Join(stderr, "\n"))
+		!strings.Contains(lines[0], "did not complete within the 2s timeout: waited 2") || !strings.Contains(lines[0], "(--comm-timeout)") ||
+		!strings.Contains(lines[0], fmt.Sprintf("(rank 1 (pid %d, this host) is stopped)", stopped)) {
+		t.Errorf("want a first line naming the operation rank 0 waited in and the stopped rank, got %q\nall stderr:\n%s", lines, strings.Join(stderr, "\n"))
 	}
 	if epochLines(stdout) < 3 {
 		t.Errorf("%d epoch lines, want at least 3", epochLines(stdout))
@@ -410,7 +413,7 @@ func TestMPICheckpointWriterKilled(t *testing.T) {
 	// the second one's temporary file becomes a FIFO.
 	pid := rankPid(t, r.cmd, 0)
 	syscall.Kill(pid, syscall.SIGSTOP)
-	tmp := fmt.Sprintf("%s.tmp-%d", ck, pid)
+	tmp := outfile.TempName(ck, pid)
 	if err := syscall.Mkfifo(tmp, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -449,8 +452,8 @@ func TestMPICheckpointWriterKilled(t *testing.T) {
 	if e := verified(t, ck+".1"); e != 98 {
 		t.Errorf("%s.1 holds epoch %d, want 98", ck, e)
 	}
-	if st, err := os.Stat(tmp); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
-		t.Errorf("the stale temporary file was touched: %v, %v", st, err)
+	if exists(tmp) {
+		t.Errorf("the temporary file of the killed write is still there")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/data/datafile"
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/data/ogb"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
@@ -194,6 +195,11 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	case *format != "npz":
 		return cli.Usagef("export: --format: got %q, expected npz", *format)
 	}
+	release, err := outfile.Claim([]outfile.Path{{Flag: "--checkpoint", Name: *in}}, []outfile.Path{{Flag: "--out", Name: *out}})
+	if err != nil {
+		return err
+	}
+	defer release()
 	c, err := ckpt.Read(*in)
 	if err != nil {
 		return err

@@ -3,9 +3,12 @@ package main
 // The commands that prepare data: gen, convert and partition.
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
@@ -13,6 +16,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/data/datafile"
 	"github.com/gnn-spmd/gnn-spmd/data/gen"
 	"github.com/gnn-spmd/gnn-spmd/data/ogb"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn/job"
 )
@@ -36,6 +40,9 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	}
 	if *out == "" {
 		return cli.Usagef("gen: --out is required")
+	}
+	if err := outfile.Probe(outfile.Path{Flag: "--out", Name: *out}); err != nil {
+		return err
 	}
 	start := time.Now()
 	ds, err := gen.Generate(gen.Options{Nodes: *nodes, Classes: *classes, AvgDegree: *degree,
@@ -65,6 +72,11 @@ func runConvert(args []string, stdout, stderr io.Writer) error {
 	if *dir == "" || *out == "" {
 		return cli.Usagef("convert: --data and --out are required")
 	}
+	release, err := outfile.Claim([]outfile.Path{{Flag: "--data", Name: *dir}}, []outfile.Path{{Flag: "--out", Name: *out}})
+	if err != nil {
+		return err
+	}
+	defer release()
 	start := time.Now()
 	ds, err := ogb.Load(*dir, ogb.Options{Build: build})
 	if err != nil {
@@ -85,7 +97,7 @@ func buildFlags(fs *flag.FlagSet, b *data.BuildOptions) {
 	fs.BoolVar(&b.AddSelfLoops, "self-loops", false, "OGB input: add a self-loop to every node that lacks one")
 }
 
-func runPartition(args []string, stdout, stderr io.Writer) error {
+func runPartition(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("partition", "partition --data PATH --parts Q --method metis|random --out DIR [--split NAME] [--seed N]", stderr)
 	path := fs.String("data", "", "dataset: an OGB-layout directory or a .h5 file")
 	q := fs.Int("parts", 0, "number of parts (the world size of the jobs that will train on them)")
@@ -107,6 +119,11 @@ func runPartition(args []string, stdout, stderr io.Writer) error {
 	case *method != partition.MethodMETIS && *method != partition.MethodRandom:
 		return cli.Usagef("partition: --method: got %q, expected metis or random", *method)
 	}
+	release, err := claimPartition(*path, *out, *q)
+	if err != nil {
+		return err
+	}
+	defer func() { release(err == nil) }()
 	start := time.Now()
 	ds, err := datafile.Load(*path, ogb.Options{Build: build})
 	if err != nil {
@@ -115,7 +132,7 @@ func runPartition(args []string, stdout, stderr io.Writer) error {
 	if *normalize {
 		ds.NormalizeFeatureRows()
 	}
-	split, err := job.PickSplit(ds, *splitName)
+	split, err := job.PickSplit(ds, *path, *splitName)
 	if err != nil {
 		return err
 	}
@@ -150,4 +167,47 @@ func printPartitionStats(w io.Writer, st *partition.PartitionStats) {
 	}
 	fmt.Fprintf(w, "edge cut %d, halo rows per layer and direction %d, node balance %.3f, train balance %.3f\n",
 		st.EdgeCut, st.CommRows, st.NodeBalance, st.TrainBalance)
+}
+
+// claimPartition checks and locks the output directory of a q-part
+// partition of the dataset at path before anything is read: the files the
+// partition writes (and the part files of an earlier one that it removes)
+// must not be the dataset, and the directory must take them. It creates
+// the directory; release(false), after a failure, removes it again if it
+// made it and it is still empty. Temporary files of a killed partition
+// into dir are removed.
+func claimPartition(path, dir string, q int) (release func(ok bool), err error) {
+	if err := outfile.Probe(outfile.Path{Flag: "--out", Name: dir, Dir: true}); err != nil {
+		return nil, err
+	}
+	_, statErr := os.Stat(dir)
+	created := errors.Is(statErr, os.ErrNotExist)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	undo := func() {
+		if created {
+			os.Remove(dir) // only if still empty
+		}
+	}
+	outs := []outfile.Path{{Flag: "--out", Name: partition.MetaPath(dir), Lock: true}}
+	for p := 0; p < q && p < 1<<16; p++ {
+		outs = append(outs, outfile.Path{Flag: "--out", Name: filepath.Join(dir, partition.PartFileName(p))})
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, "part-*.h5"))
+	for _, name := range old {
+		outs = append(outs, outfile.Path{Flag: "--out", Name: name})
+	}
+	unlock, err := outfile.Claim([]outfile.Path{{Flag: "--data", Name: path}}, outs)
+	if err != nil {
+		undo()
+		return nil, err
+	}
+	outfile.RemoveStaleIn(dir)
+	return func(ok bool) {
+		unlock()
+		if !ok {
+			undo()
+		}
+	}, nil
 }

@@ -32,6 +32,9 @@ const (
 	partMetaName   = "meta.h5"
 )
 
+// MetaPath is the meta.h5 of the partition in dir.
+func MetaPath(dir string) string { return filepath.Join(dir, partMetaName) }
+
 // PartFileName is the name of part p's file in a partition directory.
 func PartFileName(p int) string { return fmt.Sprintf("part-%d.h5", p) }
 

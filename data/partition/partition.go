@@ -57,10 +57,21 @@ func lookupSplit(ds *data.Dataset, name string) (*data.Split, error) {
 
 func checkNumParts(n, q int) error {
 	if q < 1 || q > n {
-		return fmt.Errorf("partition: %d parts for %d nodes, expected a part count in [1, %d]", q, n, n)
+		return &CountError{Parts: q, Nodes: n}
 	}
 	return nil
 }
+
+// CountError is a part count the graph cannot take (every part needs a
+// node): a usage error.
+type CountError struct{ Parts, Nodes int }
+
+func (e *CountError) Error() string {
+	return fmt.Sprintf("partition: %d parts for %d nodes, expected a part count in [1, %d]", e.Parts, e.Nodes, e.Nodes)
+}
+
+// ExitCode is 2, the exit code of bad input.
+func (e *CountError) ExitCode() int { return 2 }
 
 // PartitionRandom deals a seeded random permutation of the nodes round-robin
 // to q parts, so part sizes differ by at most one.

@@ -231,6 +231,11 @@ func (r *reporter) close() { r.metrics.Close() }
 // runLocal runs Spec.Ranks ranks as goroutines of this process.
 func (j *job) runLocal() error {
 	s, q := j.spec, j.spec.Ranks
+	release, err := s.claimOutputs()
+	if err != nil {
+		return err
+	}
+	defer release()
 	j.intr = catchInterrupts(onSignal(s, j.rankLog(0), true)) // the process's records carry rank 0
 	defer j.intr.stop()
 	start := time.Now()
@@ -351,7 +356,14 @@ func (j *job) runMPI() error {
 		mc.Abort(ExitFailure)
 	})
 	defer stopWatch()
-	if err := agreeSettings(c, s.settings(q), nil); err != nil {
+	var claimErr error
+	if rank == 0 {
+		var release func()
+		if release, claimErr = s.claimOutputs(); claimErr == nil {
+			defer release()
+		}
+	}
+	if err := agreeSettings(c, s.settings(q), claimErr); err != nil {
 		return j.endTogether(c, rank, err, ExitCode(err))
 	}
 	start := time.Now()

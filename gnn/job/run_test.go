@@ -62,7 +62,7 @@ func TestCommTimeoutLocal(t *testing.T) {
 	if !errors.As(err, &te) || ExitCode(err) != ExitFailure {
 		t.Fatalf("Run returned %v (exit %d), want a timeout, exit %d", err, ExitCode(err), ExitFailure)
 	}
-	for _, w := range []string{"did not complete within the 1s timeout: waited 1", "(--comm-timeout)"} {
+	for _, w := range []string{"did not complete within the 1s timeout: waited 1", "(rank 0 did not arrive)", "(--comm-timeout)"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error %q lacks %q", err, w)
 		}

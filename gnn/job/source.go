@@ -42,6 +42,9 @@ func (j *job) load(ranks []int, q int, oneProcess bool) (*source, error) {
 	if err != nil {
 		return nil, err
 	}
+	if q > ds.Graph.N {
+		return nil, specErrorf("train: %d ranks for %d nodes: every rank needs a node of its own", q, ds.Graph.N)
+	}
 	src.fromDataset(ds, split)
 	var parts []int32
 	if oneProcess && q == 1 && !s.NoComm {
@@ -113,27 +116,28 @@ func loadDataset(s *Spec) (*data.Dataset, string, error) {
 	if s.Normalize {
 		ds.NormalizeFeatureRows()
 	}
-	split, err := PickSplit(ds, s.Split)
+	split, err := PickSplit(ds, s.Data, s.Split)
 	if err != nil {
 		return nil, "", err
 	}
 	if ds.NumFeatures == 0 {
-		return nil, "", specErrorf("train: dataset %s has no node features: training needs them", ds.Name)
+		return nil, "", data.InputErrorf(s.Data, 0, "features", "the dataset has none: training needs node features")
 	}
 	return ds, split, nil
 }
 
-// PickSplit returns the named split, or the dataset's only or first split.
-func PickSplit(ds *data.Dataset, name string) (string, error) {
+// PickSplit returns the named split, or the dataset's only or first split;
+// path is where the dataset was read from.
+func PickSplit(ds *data.Dataset, path, name string) (string, error) {
 	names := ds.SplitNames()
 	if name == "" {
 		if len(names) == 0 {
-			return "", specErrorf("train: dataset %s has no splits", ds.Name)
+			return "", data.InputErrorf(path, 0, "splits", "the dataset has none, expected a train/valid/test split")
 		}
 		return names[0], nil
 	}
 	if _, ok := ds.Splits[name]; !ok {
-		return "", specErrorf("train: --split %q: dataset %s has splits %v", name, ds.Name, names)
+		return "", specErrorf("train: --split %q: %s has splits %v", name, path, names)
 	}
 	return name, nil
 }
