@@ -35,6 +35,7 @@ type CPU struct {
 	sce      sceTask
 	correct  correctTask
 	adam     adamTask
+	gemm     gemmTask
 }
 
 var _ Device = (*CPU)(nil)

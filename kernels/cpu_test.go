@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -323,7 +324,8 @@ func naiveGemm(tA, tB bool, alpha float32, a, b *Mat, beta float32, c *Mat) []fl
 
 func TestGemm(t *testing.T) {
 	rng := newRNG(4)
-	shapes := [][3]int{{0, 3, 4}, {3, 0, 4}, {3, 4, 0}, {1, 1, 1}, {17, 33, 9}, {64, 48, 80}, {130, 7, 257}}
+	// The last two are cut into row blocks and into chunks of k (gemm.go).
+	shapes := [][3]int{{0, 3, 4}, {3, 0, 4}, {3, 4, 0}, {1, 1, 1}, {17, 33, 9}, {64, 48, 80}, {130, 7, 257}, {600, 5, 3}, {9, 6, 4500}}
 	p := NewCPU(4)
 	defer p.Close()
 	for _, s := range shapes {
@@ -346,6 +348,39 @@ func TestGemm(t *testing.T) {
 					want := naiveGemm(tA, tB, ab[0], a, b, ab[1], c)
 					p.Gemm(tA, tB, ab[0], a, b, ab[1], c)
 					close32(t, "Gemm", c.Data, want, 1e-4)
+				}
+			}
+		}
+	}
+}
+
+// TestGemmThreadIndependent: Gemm gives the same bits for every thread
+// count, for products cut into row blocks, into chunks of k, and neither.
+func TestGemmThreadIndependent(t *testing.T) {
+	rng := newRNG(14)
+	for _, s := range [][3]int{{37, 29, 41}, {1500, 24, 40}, {40, 24, 9000}, {300, 300, 5000}} {
+		m, n, k := s[0], s[1], s[2]
+		for _, tA := range []bool{false, true} {
+			for _, tB := range []bool{false, true} {
+				a, b := randMat(rng, m, k), randMat(rng, k, n)
+				if tA {
+					a = randMat(rng, k, m)
+				}
+				if tB {
+					b = randMat(rng, n, k)
+				}
+				c0 := randMat(rng, m, n)
+				var want []float32
+				for _, threads := range []int{1, 2, 3, 8} {
+					p := NewCPU(threads)
+					c := copyMat(c0)
+					p.Gemm(tA, tB, 0.75, a, b, 0.5, c)
+					p.Close()
+					if want == nil {
+						want = c.Data
+						continue
+					}
+					bitsEqual(t, fmt.Sprintf("Gemm %dx%dx%d transA %v transB %v, %d threads", m, n, k, tA, tB, threads), c.Data, want)
 				}
 			}
 		}

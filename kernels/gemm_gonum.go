@@ -12,11 +12,11 @@ import (
 const GemmBackend = "gonum"
 
 // GemmInfo describes the Gemm backend for logs.
-func GemmInfo() string { return "gonum (pure Go, parallel over GOMAXPROCS)" }
+func GemmInfo() string { return "gonum (pure Go)" }
 
-// sgemm runs gonum's Sgemm, which spreads itself over GOMAXPROCS goroutines,
-// so it does not go through the pool.
-func (p *CPU) sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+// sgemm1 runs gonum's Sgemm, which deals its blocks of c to goroutines:
+// which goroutine computes a block does not change its bits.
+func sgemm1(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	gonum.Implementation{}.Sgemm(trans(transA), trans(transB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 

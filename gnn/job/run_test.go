@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +77,48 @@ func TestCommTimeoutLocal(t *testing.T) {
 	// The group fails at the timeout; rank 0 returns when its stall ends.
 	if te.Elapsed < time.Second || te.Elapsed > 2*time.Second || took > obs.stall+time.Second {
 		t.Errorf("timed out after waiting %v, returned %v after the stall: want a wait within [1s, 2s], a return < the stall + 1s", te.Elapsed, took)
+	}
+}
+
+// recorder keeps every epoch's record, without its timings.
+type recorder struct {
+	quiet
+	epochs []metrics.Epoch
+}
+
+func (r *recorder) Epoch(e *metrics.Epoch) error {
+	c := *e
+	c.ClearTimes()
+	r.epochs = append(r.epochs, c)
+	return nil
+}
+
+// TestThreadsBitIdentical: --threads 1, 2 and 8 train to the same bits,
+// on one rank and on two goroutine ranks with compression and dropout:
+// every kernel splits its work by the sizes alone.
+func TestThreadsBitIdentical(t *testing.T) {
+	data := genData(t)
+	for _, ranks := range []int{1, 2} {
+		var want []metrics.Epoch
+		for _, threads := range []int{1, 2, 8} {
+			s := DefaultSpec()
+			s.Data, s.Ranks, s.Threads, s.Run.Epochs, s.Run.Hidden, s.Run.Dropout = data, ranks, threads, 4, 300, 0.2
+			if ranks > 1 {
+				s.Run.Codec, s.Run.Schedule = "quant", "varco"
+			}
+			rec := &recorder{}
+			if err := Run(s, Env{Observer: rec}); err != nil {
+				t.Fatal(err)
+			}
+			if want == nil {
+				want = rec.epochs
+				continue
+			}
+			for e := range want {
+				if !reflect.DeepEqual(rec.epochs[e], want[e]) {
+					t.Errorf("%d ranks, %d threads, epoch %d: %+v, with 1 thread %+v", ranks, threads, e, rec.epochs[e], want[e])
+				}
+			}
+		}
 	}
 }
