@@ -11,7 +11,7 @@ TAGS ?= cpu $(BLAS_TAG)
 GOFLAGS_TAGS := -tags "$(TAGS)"
 BIN := bin/gnn-spmd
 
-.PHONY: deps build cpu cuda cuda-deps cuda-check gpu-bundle test vet fuzz fuzz-h5 demo experiments bench clean
+.PHONY: deps build cpu cuda cuda-deps cuda-check gpu-bundle test test-fma vet fuzz fuzz-h5 demo experiments bench clean
 .DEFAULT_GOAL := build
 
 deps:
@@ -60,6 +60,13 @@ vet: deps
 
 test: build vet
 	go test $(GOFLAGS_TAGS) -count=1 ./...
+
+# The CPU kernels and codecs built for a target with FMA (GOAMD64=v3), where
+# Go may fuse a*b + c: they must still give the bits of the GPU kernels
+# (built with -fmad=false) and of the default build.
+test-fma: deps
+	@if grep -qw fma /proc/cpuinfo; then GOAMD64=v3 go test $(GOFLAGS_TAGS) -count=1 ./kernels ./comm/codec ./gnn/job; \
+	else echo "test-fma: this CPU has no FMA; skipped"; fi
 
 # The corrupt-byte sweep over every byte of a small dataset, part file and
 # checkpoint, each set to 0x00 and to 0xff (`make test` samples every 37th

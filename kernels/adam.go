@@ -44,12 +44,15 @@ func (t *adamTask) do(c int) {
 	g, m, v = g[:len(p)], m[:len(p)], v[:len(p)]
 	b1, b2, wd := t.beta1, t.beta2, t.wd
 	for i := range p {
+		// The float32 conversions round every product before its sum, so
+		// that no Go target fuses them into FMAs: the GPU kernel (built
+		// with -fmad=false) computes the same bits.
 		gi := g[i]
 		if wd > 0 {
-			gi += wd * p[i]
+			gi += float32(wd * p[i])
 		}
-		mi := b1*m[i] + (1-b1)*gi
-		vi := b2*v[i] + (1-b2)*gi*gi
+		mi := float32(b1*m[i]) + float32((1-b1)*gi)
+		vi := float32(b2*v[i]) + float32(float32((1-b2)*gi)*gi)
 		m[i], v[i] = mi, vi
 		denom := float32(math.Sqrt(float64(vi)))/t.bc2Sqrt + t.eps
 		p[i] -= t.stepSize * mi / denom

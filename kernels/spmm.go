@@ -199,17 +199,19 @@ func add(y, x []float32) {
 	}
 }
 
-// axpy computes y += a*x.
+// axpy computes y += a*x, each product rounded before the sum (the
+// conversions keep a Go target with FMA, arm64 or GOAMD64=v3, from fusing
+// them, as the assembly and the GPU kernel do not).
 func axpy(a float32, x, y []float32) {
 	x = x[:len(y)]
 	i := 0
 	for ; i+4 <= len(y); i += 4 {
-		y[i] += a * x[i]
-		y[i+1] += a * x[i+1]
-		y[i+2] += a * x[i+2]
-		y[i+3] += a * x[i+3]
+		y[i] += float32(a * x[i])
+		y[i+1] += float32(a * x[i+1])
+		y[i+2] += float32(a * x[i+2])
+		y[i+3] += float32(a * x[i+3])
 	}
 	for ; i < len(y); i++ {
-		y[i] += a * x[i]
+		y[i] += float32(a * x[i])
 	}
 }

@@ -244,7 +244,7 @@ func refQuant(x []float32, rows, cols, b int, seed uint64) []byte {
 			scale = math.MaxFloat32 / n
 		}
 		for {
-			p := n * scale
+			p := float32(n * scale) // rounded: Go may fuse across statements
 			if !(lo+p > hi) { // as specified: NaN (from infinite lo) stops too
 				break
 			}
@@ -300,7 +300,7 @@ func refDequant(p []byte, rows, cols, b int) []float32 {
 				pos := j*b + bit
 				q |= int(o[8+pos/8]>>(pos%8)&1) << bit
 			}
-			m := float32(q) * scale
+			m := float32(float32(q) * scale) // rounded, as the GPU's -fmad=false
 			y[i*cols+j] = lo + m
 		}
 	}
