@@ -245,7 +245,7 @@ func refQuant(x []float32, rows, cols, b int, seed uint64) []byte {
 		}
 		for {
 			p := float32(n * scale) // rounded: Go may fuse across statements
-			if !(lo+p > hi) { // as specified: NaN (from infinite lo) stops too
+			if !(lo+p > hi) {       // as specified: NaN (from infinite lo) stops too
 				break
 			}
 			scale = math.Nextafter32(scale, 0)
