@@ -115,14 +115,15 @@ done:
 
 static herr_t scan_object(hid_t root, const char *name, const H5O_info_t *info, void *op) {
 	scan_state *s = op;
+	const char *obj = strcmp(name, ".") == 0 ? "the root group" : name;
 	if (H5Aiterate_by_name(root, name, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, scan_attr, s, H5P_DEFAULT) < 0) {
-		if (!s->msg[0]) failf(s, name, "its attributes cannot be listed");
+		if (!s->msg[0]) failf(s, obj, "its attributes cannot be listed");
 		return -1;
 	}
 	if (info->type == H5O_TYPE_DATASET) {
 		hid_t d = H5Dopen2(root, name, H5P_DEFAULT);
-		if (d < 0) return failf(s, name, "cannot be opened");
-		int rc = scan_dataset(s, d, name);
+		if (d < 0) return failf(s, obj, "cannot be opened");
+		int rc = scan_dataset(s, d, obj);
 		H5Dclose(d);
 		return rc;
 	}
