@@ -5,9 +5,9 @@ export PATH := $(PATH):/usr/local/go/bin
 export CGO_CFLAGS ?= -I/usr/include/hdf5/serial
 export CGO_LDFLAGS ?= -L/usr/lib/x86_64-linux-gnu/hdf5/serial
 
-# OpenBLAS backs the dense products when its pkg-config file is present.
-BLAS_TAG := $(shell pkg-config --exists openblas 2>/dev/null && echo openblas)
-TAGS ?= cpu $(BLAS_TAG)
+# The dense products use the CBLAS library found at run time (OpenBLAS,
+# BLIS or MKL; cgo/cblas), else pure Go: no build tag chooses it.
+TAGS ?= cpu
 GOFLAGS_TAGS := -tags "$(TAGS)"
 BIN := bin/gnn-spmd
 
@@ -30,7 +30,7 @@ cpu: build
 # time. Needs a CUDA toolkit (nvcc, cuda.h, libcuda): scripts/cuda-deps.sh
 # installs Debian's CUDA 11.8. The binary also runs --device cpu.
 include kernels/cuda/ptx.mk
-CUDA_TAGS ?= $(BLAS_TAG)
+CUDA_TAGS ?=
 CUDA_BIN := bin/gnn-spmd-cuda
 
 cuda-deps:

@@ -76,14 +76,14 @@ func BenchmarkGemm(b *testing.B) {
 		fastFill(c.Data, 5)
 		flops := 2 * float64(m) * float64(f) * float64(f)
 		// fwd: H W as in a layer's forward; dW: H^T dY as in its backward.
-		b.Run(fmt.Sprintf("%s/fwd/%dx%dx%d", GemmBackend, m, f, f), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/fwd/%dx%dx%d", GemmBackend(), m, f, f), func(b *testing.B) {
 			p.Gemm(false, false, 1, a, w, 0, c)
 			for b.Loop() {
 				p.Gemm(false, false, 1, a, w, 0, c)
 			}
 			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
-		b.Run(fmt.Sprintf("%s/dW/%dx%dx%d", GemmBackend, f, f, m), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/dW/%dx%dx%d", GemmBackend(), f, f, m), func(b *testing.B) {
 			p.Gemm(true, false, 1, a, c, 0, w)
 			for b.Loop() {
 				p.Gemm(true, false, 1, a, c, 0, w)

@@ -22,13 +22,14 @@ type gemmTask struct {
 	alpha, beta    float32
 	a, b, c        []float32
 	lda, ldb, ldc  int
-	rowBlocks      int       // > 0: piece i is rows of c
-	kChunks        int       // > 0: piece i is a chunk of k, into part
-	part           []float32 // kChunks partial products, m x n each
-	sumChunks      int       // pieces of the partials' sum
+	rowBlocks      int         // > 0: piece i is rows of c
+	kChunks        int         // > 0: piece i is a chunk of k, into part
+	part           []float32   // kChunks partial products, m x n each
+	sumChunks      int         // pieces of the partials' sum
+	pack           [][]float32 // per piece: transposed operands for the pure-Go BLAS
 }
 
-// Gemm computes c = alpha*op(a)*op(b) + beta*c with the BLAS chosen at build
+// Gemm computes c = alpha*op(a)*op(b) + beta*c with the BLAS found at run
 // time (see GemmBackend). Empty products never reach the BLAS, which
 // rejects leading dimensions of 0.
 func (p *CPU) Gemm(transA, transB bool, alpha float32, a, b *Mat, beta float32, c *Mat) {
@@ -52,14 +53,16 @@ func (p *CPU) Gemm(transA, transB bool, alpha float32, a, b *Mat, beta float32, 
 	}
 	t := &p.gemm
 	*t = gemmTask{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta,
-		a: a.Data[:a.Rows*a.Cols], b: b.Data[:b.Rows*b.Cols], c: cd, lda: a.Cols, ldb: b.Cols, ldc: n, part: t.part}
+		a: a.Data[:a.Rows*a.Cols], b: b.Data[:b.Rows*b.Cols], c: cd, lda: a.Cols, ldb: b.Cols, ldc: n, part: t.part, pack: t.pack}
 	switch {
 	case m >= 2*gemmRows || k < 2*gemmK:
 		t.rowBlocks = (m + gemmRows - 1) / gemmRows
+		t.growPack(t.rowBlocks)
 		p.run(t, t.rowBlocks)
 	default:
 		t.kChunks = min(gemmKChunks, k/gemmK)
 		t.part = grow(t.part, t.kChunks*m*n)
+		t.growPack(t.kChunks)
 		p.run(t, t.kChunks)
 		t.kChunks, t.sumChunks = 0, blocks(m*n)
 		p.run(t, t.sumChunks)
@@ -77,7 +80,7 @@ func (t *gemmTask) do(i int) {
 		} else {
 			a = t.a[lo*t.lda:]
 		}
-		sgemm1(t.transA, t.transB, hi-lo, t.n, t.k, t.alpha, a, t.lda, t.b, t.ldb, t.beta, t.c[lo*t.ldc:], t.ldc)
+		sgemm1(t.transA, t.transB, hi-lo, t.n, t.k, t.alpha, a, t.lda, t.b, t.ldb, t.beta, t.c[lo*t.ldc:], t.ldc, &t.pack[i])
 	case t.kChunks > 0:
 		k0, k1 := span(t.k, t.kChunks, i)
 		var a, b []float32
@@ -92,7 +95,7 @@ func (t *gemmTask) do(i int) {
 			b = t.b[k0*t.ldb:]
 		}
 		mn := t.m * t.n
-		sgemm1(t.transA, t.transB, t.m, t.n, k1-k0, 1, a, t.lda, b, t.ldb, 0, t.part[i*mn:(i+1)*mn], t.n)
+		sgemm1(t.transA, t.transB, t.m, t.n, k1-k0, 1, a, t.lda, b, t.ldb, 0, t.part[i*mn:(i+1)*mn], t.n, &t.pack[i])
 	default:
 		// c = alpha * (sum of the partials, in chunk order) + beta * c.
 		mn, nk := t.m*t.n, len(t.part)/(t.m*t.n)
@@ -108,6 +111,13 @@ func (t *gemmTask) do(i int) {
 				t.c[j] = t.alpha*s + t.beta*t.c[j]
 			}
 		}
+	}
+}
+
+// growPack makes room for n pieces' packing buffers (kept between calls).
+func (t *gemmTask) growPack(n int) {
+	for len(t.pack) < n {
+		t.pack = append(t.pack, nil)
 	}
 }
 

@@ -15,25 +15,27 @@ OUT=${BENCH_OUT:-docs/BENCHMARKS.md}
 work=bin/bench
 mkdir -p "$work" docs
 
-echo "bench: building both dense-product backends"
-go build -tags "cpu" -o "$work/gnn-spmd-gonum" ./cmd/gnn-spmd
-go build -tags "cpu openblas" -o "$work/gnn-spmd-openblas" ./cmd/gnn-spmd
+echo "bench: building"
+go build -tags cpu -o "$work/gnn-spmd" ./cmd/gnn-spmd
+# One binary, two dense-product backends: the CBLAS it finds (OpenBLAS
+# here), and the pure-Go fallback with the library turned off.
+openblas=("$work/gnn-spmd")
+gonum=(env GNN_SPMD_BLAS=none "$work/gnn-spmd")
 
 echo "bench: kernels (gonum, openblas)"
-go test -tags cpu -run '^$' -bench . -benchtime 3x ./kernels | grep -E '^Benchmark' >"$work/kernels-gonum.txt"
-go test -tags "cpu openblas" -run '^$' -bench 'Gemm' -benchtime 3x ./kernels | grep -E '^Benchmark' >"$work/kernels-openblas.txt"
-openblas_core=$(OPENBLAS_VERBOSE=2 "$work/gnn-spmd-openblas" --help 2>&1 | grep -i 'core' | head -n1 || true)
+GNN_SPMD_BLAS=none go test -tags cpu -run '^$' -bench . -benchtime 3x ./kernels | grep -E '^Benchmark' >"$work/kernels-gonum.txt"
+go test -tags cpu -run '^$' -bench 'Gemm' -benchtime 3x ./kernels | grep -E '^Benchmark' >"$work/kernels-openblas.txt"
 
 echo "bench: halo codecs (one core)"
-go test -tags cpu -cpu 1 -run '^$' -bench 'Codec' -benchtime 5x ./comm | grep -E '^Benchmark' >"$work/codec.txt"
+go test -tags cpu -cpu 1 -run '^$' -bench 'Codec' -benchtime 5x ./comm/codec | grep -E '^Benchmark' >"$work/codec.txt"
 
 echo "bench: data loading"
-go test -tags cpu -run '^$' -bench 'LoadOGB|ReadH5|Generate' -benchtime 2x ./data | grep -E '^Benchmark' >"$work/data.txt" || true
+go test -tags cpu -run '^$' -bench 'LoadOGB|ReadH5|Generate' -benchtime 2x ./data/... | grep -E '^Benchmark' >"$work/data.txt" || true
 
 data="$work/csbm-${NODES}.h5"
 if [ ! -f "$data" ]; then
   echo "bench: generating $NODES nodes, average degree $DEGREE"
-  "$work/gnn-spmd-openblas" gen --out "$data" --nodes "$NODES" --degree "$DEGREE" --features 128 --classes 40 --homophily 0.7 --snr 1 --seed 1 | tee "$work/gen.txt"
+  "$work/gnn-spmd" gen --out "$data" --nodes "$NODES" --degree "$DEGREE" --features 128 --classes 40 --homophily 0.7 --snr 1 --seed 1 | tee "$work/gen.txt"
 fi
 
 # median epoch time over epochs 1.. (epoch 0 warms caches and the allocator)
@@ -50,7 +52,9 @@ for backend in openblas gonum; do
   epochs=$EPOCHS
   [ "$backend" = gonum ] && epochs=${BENCH_GONUM_EPOCHS:-2}
   echo "bench: 3-layer GraphSAGE-256, $epochs epochs, gemm $backend"
-  "$work/gnn-spmd-$backend" train --data "$data" --model sage --layers 3 --hidden 256 --epochs "$epochs" \
+  cmd=("${openblas[@]}")
+  [ "$backend" = gonum ] && cmd=("${gonum[@]}")
+  "${cmd[@]}" train --data "$data" --model sage --layers 3 --hidden 256 --epochs "$epochs" \
     --quiet --metrics "$work/train-$backend.jsonl" >"$work/train-$backend.txt"
   read -r med rss < <(median_epoch "$work/train-$backend.jsonl")
   load=$(sed -n 's/.*(ready in \([0-9.]*\)s).*/\1/p' "$work/train-$backend.txt")
@@ -70,11 +74,11 @@ fi
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   for n in ${BENCH_REF_NODES:-100000 1000000 2500000}; do
     g="$work/csbm-${n}.h5"
-    [ -f "$g" ] || "$work/gnn-spmd-openblas" gen --out "$g" --nodes "$n" --degree "$DEGREE" --features 128 --classes 40 --homophily 0.7 --snr 1 --seed 1 >/dev/null
+    [ -f "$g" ] || "$work/gnn-spmd" gen --out "$g" --nodes "$n" --degree "$DEGREE" --features 128 --classes 40 --homophily 0.7 --snr 1 --seed 1 >/dev/null
     e=3
     [ "$n" -le 100000 ] && e=5
     echo "bench: ours vs PyTorch, $n nodes, $e epochs, $THREADS threads"
-    if line=$(GNN_SPMD="$work/gnn-spmd-openblas" bench/reference/epoch.sh "$g" "$THREADS" "$e" 2>"$work/ref-$n.err"); then
+    if line=$(GNN_SPMD="$work/gnn-spmd" bench/reference/epoch.sh "$g" "$THREADS" "$e" 2>"$work/ref-$n.err"); then
       read -r _ o _ t _ r _ _ _ ro _ rt <<<"$line"
       refrows+="| $n | $o | $t | $r | $ro | $rt |"$'\n'
     else
@@ -87,7 +91,7 @@ fi
 # Distributed: one generated graph, METIS parts, Q = 1, 2, 4 under mpirun on this machine.
 DNODES=${BENCH_DIST_NODES:-200000}
 ddata="$work/csbm-${DNODES}.h5"
-[ -f "$ddata" ] || "$work/gnn-spmd-openblas" gen --out "$ddata" --nodes "$DNODES" --degree "$DEGREE" --features 128 --classes 40 --homophily 0.7 --snr 1 --seed 2 >/dev/null
+[ -f "$ddata" ] || "$work/gnn-spmd" gen --out "$ddata" --nodes "$DNODES" --degree "$DEGREE" --features 128 --classes 40 --homophily 0.7 --snr 1 --seed 2 >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
 split_stats() { python3 -c '
 import json,sys,statistics as st
@@ -100,9 +104,9 @@ drows=""
 for q in 1 2 4; do
   echo "bench: distributed, Q=$q"
   parts="$work/parts-${DNODES}-$q"
-  ptime=$("$work/gnn-spmd-openblas" partition --data "$ddata" --parts "$q" --method metis --out "$parts" |
+  ptime=$("$work/gnn-spmd" partition --data "$ddata" --parts "$q" --method metis --out "$parts" |
     sed -n 's/.*, partition \([0-9.]*\)s,.*/\1/p')
-  mpirun -np "$q" "$work/gnn-spmd-openblas" train --parts "$parts" --layers 3 --hidden 256 --epochs "$EPOCHS" --quiet \
+  mpirun -np "$q" "$work/gnn-spmd" train --parts "$parts" --layers 3 --hidden 256 --epochs "$EPOCHS" --quiet \
     --metrics "$work/dist-$q.jsonl" >/dev/null
   read -r ep comp com halo mib bw < <(split_stats "$work/dist-$q.jsonl")
   drows+="| $q | $ptime | $ep | $comp | $com | $halo | $mib | $bw |"$'\n'
@@ -116,7 +120,7 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   echo
   echo "Written by \`make bench\` (scripts/bench.sh) on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)."
   echo "Machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM, $(go version | cut -d' ' -f3)."
-  echo "OpenBLAS: ${openblas_core:-core not reported}."
+  echo "Dense products: $(sed -n 's/.*gemm \(.*\)$/\1/p' "$work/train-openblas.txt" | head -n1)."
   echo
   echo "## Training epoch (one process)"
   echo
@@ -182,7 +186,7 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   cat "$work/kernels-gonum.txt"
   echo '```'
   echo
-  echo "## Dense products with OpenBLAS (-tags openblas)"
+  echo "## Dense products with OpenBLAS (loaded at run time)"
   echo
   echo '```'
   cat "$work/kernels-openblas.txt"
