@@ -3,11 +3,13 @@
 // Package cublas is a thin binding to cuBLAS's single-precision GEMM. The
 // library is loaded at run time with dlopen, so the GPU build links without
 // the cuBLAS headers or libraries and the same binary works with cuBLAS 11,
-// 12 or 13.
+// 12 or 13, wherever cgo/cudaprobe/cudalib finds it (the CUDA toolkit,
+// LD_LIBRARY_PATH, the system, a Python environment's NVIDIA wheels).
 package cublas
 
 /*
 #cgo LDFLAGS: -ldl
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@ static cublasStatus_t (*p_create)(cublasHandle_t *);
 static cublasStatus_t (*p_destroy)(cublasHandle_t);
 static cublasStatus_t (*p_set_stream)(cublasHandle_t, void *);
 static cublasStatus_t (*p_set_math_mode)(cublasHandle_t, int);
+static cublasStatus_t (*p_get_property)(int, int *);
 static cublasStatus_t (*p_sgemm)(cublasHandle_t, int, int, int, int, int,
 	const float *, const float *, int, const float *, int,
 	const float *, float *, int);
@@ -40,7 +43,23 @@ static const char *load_syms(void *lib) {
 	if (!(p_set_stream = dlsym(lib, "cublasSetStream_v2"))) return "cublasSetStream_v2";
 	if (!(p_sgemm = dlsym(lib, "cublasSgemm_v2"))) return "cublasSgemm_v2";
 	p_set_math_mode = dlsym(lib, "cublasSetMathMode"); // optional
+	p_get_property = dlsym(lib, "cublasGetProperty");  // optional
 	return NULL;
+}
+
+// loaded_file is the file the loader mapped for the loaded symbols.
+static const char *loaded_file(void) {
+	Dl_info info;
+	return dladdr((void *)p_create, &info) && info.dli_fname ? info.dli_fname : "";
+}
+
+// version is MAJOR*10000 + MINOR*100 + PATCH, or -1 when unknown.
+static int version(void) {
+	int v[3];
+	if (!p_get_property) return -1;
+	for (int i = 0; i < 3; i++)
+		if (p_get_property(i, &v[i]) != 0) return -1; // MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+	return v[0] * 10000 + v[1] * 100 + v[2];
 }
 
 static int create(cublasHandle_t *h) { return p_create(h); }
@@ -70,35 +89,126 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe/cudalib"
 )
 
-// sonames are tried in order: the newest cuBLAS first.
-var sonames = []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"}
-
+// The loader's state: the candidates left to try, what each gave, and
+// whether one is loaded. A cuBLAS that loads but cannot create a handle
+// (cuBLAS 13 on an older driver) gives way to the next soname, until a
+// handle has been created once; from then on the library stays.
 var (
-	loadOnce sync.Once
-	loadErr  error
+	mu       sync.Mutex
+	cands    []cudalib.Candidate // nil until the search ran
+	next     int                 // the next candidate to try
+	attempts []cudalib.Attempt
+	loaded   = -1                // index in attempts of the loaded library, or -1
+	rejected = map[string]bool{} // sonames that loaded but created no handle
+	fixed    bool                // a handle was created
 )
 
-func load() { loadErr = loadFirst(sonames) }
+// Load loads cuBLAS (the first candidate that dlopen accepts) without
+// creating a handle, which needs a GPU: it says whether a library is there.
+func Load() error {
+	mu.Lock()
+	defer mu.Unlock()
+	return load()
+}
 
-// loadFirst loads the first of names that dlopen accepts and its symbols.
-func loadFirst(names []string) error {
-	var last string
-	for _, name := range names {
-		cs := C.CString(name)
-		var msg *C.char
-		lib := C.open_lib(cs, &msg)
-		C.free(unsafe.Pointer(cs))
-		if lib != nil {
-			if sym := C.load_syms(lib); sym != nil {
-				return fmt.Errorf("cublas: %s has no symbol %s", name, C.GoString(sym))
-			}
-			return nil
-		}
-		last = C.GoString(msg)
+// Attempts says what each candidate tried so far gave.
+func Attempts() []cudalib.Attempt {
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]cudalib.Attempt(nil), attempts...)
+}
+
+func load() error {
+	if loaded >= 0 {
+		return nil
 	}
-	return fmt.Errorf("cublas: cannot load cuBLAS (tried %s): %s", strings.Join(names, ", "), last)
+	if cands == nil {
+		cands = cudalib.CuBLAS.Find(cudalib.Default().Dirs())
+	}
+	return loadNext()
+}
+
+// loadNext loads the next candidate that dlopen accepts, skipping the
+// sonames already rejected.
+func loadNext() error {
+	var last string
+	for ; next < len(cands); next++ {
+		c := cands[next]
+		if rejected[c.Soname] {
+			continue
+		}
+		a := cudalib.Attempt{Candidate: c}
+		if err := open(c); err != nil {
+			a.Result, last = err.Error(), err.Error()
+			attempts = append(attempts, a)
+			continue
+		}
+		a.File = C.GoString(C.loaded_file())
+		if rejectedFile(a.File) { // another name of a library that created no handle
+			a.Result = "the same file as an earlier candidate"
+			rejected[c.Soname] = true
+			attempts = append(attempts, a)
+			continue
+		}
+		a.OK, a.Result = true, "loaded"
+		if v := int(C.version()); v >= 0 {
+			a.Result = fmt.Sprintf("cuBLAS %d.%d.%d", v/10000, v/100%100, v%100)
+		}
+		attempts = append(attempts, a)
+		loaded = len(attempts) - 1
+		next++
+		return nil
+	}
+	if failed := handleFailures(); failed != "" {
+		return fmt.Errorf("cublas: no cuBLAS here creates a handle: %s", failed)
+	}
+	return fmt.Errorf("cublas: cannot load cuBLAS (tried %s): %s; install it or put it on LD_LIBRARY_PATH",
+		strings.Join(cudalib.CuBLAS.Sonames, ", "), last)
+}
+
+// open dlopens candidate c (its companions first) and binds its symbols.
+func open(c cudalib.Candidate) error {
+	for _, p := range c.Preload {
+		cs := C.CString(p)
+		var msg *C.char
+		C.open_lib(cs, &msg) // failing here, the library's own load says why
+		C.free(unsafe.Pointer(cs))
+	}
+	cs := C.CString(c.Name())
+	defer C.free(unsafe.Pointer(cs))
+	var msg *C.char
+	lib := C.open_lib(cs, &msg)
+	if lib == nil {
+		return errors.New(C.GoString(msg))
+	}
+	if sym := C.load_syms(lib); sym != nil {
+		return fmt.Errorf("%s has no symbol %s", c.Name(), C.GoString(sym))
+	}
+	return nil
+}
+
+func rejectedFile(file string) bool {
+	for _, a := range attempts {
+		if a.File == file && rejected[a.Soname] {
+			return true
+		}
+	}
+	return false
+}
+
+// handleFailures lists the libraries that loaded but created no handle.
+func handleFailures() string {
+	var out []string
+	for _, a := range attempts {
+		if rejected[a.Soname] && a.File != "" && strings.Contains(a.Result, ", but ") {
+			out = append(out, a.File+": "+a.Result)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // Handle is one cuBLAS context (cublasHandle_t). It is not safe for
@@ -108,13 +218,34 @@ type Handle struct {
 }
 
 // Open loads cuBLAS (once per process) and creates a handle on the current
-// CUDA context. The math mode is set to CUBLAS_DEFAULT_MATH, so SGEMM does
-// not use TF32 and matches the CPU float32 products within float tolerance.
+// CUDA context. Until a handle has been created once, a library that
+// cannot create one gives way to the next soname (cuBLAS 13, then 12, then
+// 11). The math mode is set to CUBLAS_DEFAULT_MATH, so SGEMM does not use
+// TF32 and matches the CPU float32 products within float tolerance.
 func Open() (*Handle, error) {
-	loadOnce.Do(load)
-	if loadErr != nil {
-		return nil, loadErr
+	mu.Lock()
+	defer mu.Unlock()
+	for {
+		if err := load(); err != nil {
+			return nil, err
+		}
+		h, err := create()
+		if err == nil {
+			fixed = true
+			attempts[loaded].Result += ", handle created"
+			return h, nil
+		}
+		if fixed {
+			return nil, err
+		}
+		a := &attempts[loaded]
+		a.OK, a.Result = false, a.Result+", but "+strings.TrimPrefix(err.Error(), "cublas: ")
+		rejected[a.Soname] = true
+		loaded = -1
 	}
+}
+
+func create() (*Handle, error) {
 	var h C.cublasHandle_t
 	if err := check("cublasCreate_v2", C.create(&h)); err != nil {
 		return nil, err

@@ -5,12 +5,30 @@ package cublas
 import (
 	"strings"
 	"testing"
+
+	"github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe/cudalib"
 )
 
-// On a machine without cuBLAS, Open says which sonames it tried; where
-// cuBLAS loads but there is no GPU, cublasCreate_v2 fails with a named status.
+// reset forgets what the loader did, for a test that loads from other
+// candidates (the C function pointers are rebound by the next load).
+func reset(t *testing.T, cs []cudalib.Candidate) {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if fixed {
+		t.Skip("a handle exists: the loaded cuBLAS stays")
+	}
+	cands, next, attempts, loaded, rejected = cs, 0, nil, -1, map[string]bool{}
+}
+
+// Where cuBLAS loads but there is no GPU, every library found gives way to
+// the next and the error names each with its cublasCreate_v2 status;
+// without cuBLAS, the error says which sonames were tried.
 func TestOpenWithoutGPU(t *testing.T) {
 	h, err := Open()
+	for _, a := range Attempts() {
+		t.Logf("%s at %s: %s", a.Soname, a.Where(), a.Result)
+	}
 	if err == nil {
 		t.Log("cuBLAS loaded and a handle was created: a GPU is present")
 		if err := h.Close(); err != nil {
@@ -20,16 +38,32 @@ func TestOpenWithoutGPU(t *testing.T) {
 	}
 	t.Log(err)
 	msg := err.Error()
-	if strings.Contains(msg, "cannot load") {
-		for _, so := range sonames {
+	if strings.HasPrefix(msg, "cublas: cannot load") {
+		for _, so := range cudalib.CuBLAS.Sonames {
 			if !strings.Contains(msg, so) {
 				t.Errorf("error %q does not name %s", msg, so)
 			}
 		}
 		return
 	}
-	if !strings.HasPrefix(msg, "cublas: cublasCreate_v2: CUBLAS_STATUS_") {
-		t.Errorf("want a load error or a named cublasCreate_v2 status, got %q", msg)
+	if !strings.HasPrefix(msg, "cublas: no cuBLAS here creates a handle: ") || !strings.Contains(msg, ": cuBLAS ") {
+		t.Fatalf("want a load error or the handle failure of each library, got %q", msg)
+	}
+	n := 0
+	for _, a := range Attempts() {
+		if a.File == "" || a.Result == "the same file as an earlier candidate" {
+			continue
+		}
+		n++
+		if a.OK || !strings.Contains(a.Result, "but cublasCreate_v2: CUBLAS_STATUS_") || !strings.Contains(msg, a.File+": "+a.Result) {
+			t.Errorf("attempt %+v: want a failed handle named in the error", a)
+		}
+	}
+	if n == 0 {
+		t.Error("no attempt loaded a library, yet the error says one created no handle")
+	}
+	if _, err2 := Open(); err2 == nil || err2.Error() != msg {
+		t.Errorf("Open again: %v, want the same error", err2)
 	}
 }
 
@@ -54,11 +88,20 @@ func TestClosedHandle(t *testing.T) {
 	}
 }
 
-// The load error names every soname tried and dlerror's last message.
+// The load error names every soname and dlerror's last message; a
+// library without cuBLAS's symbols is named with the symbol, and the next
+// candidate is tried.
 func TestLoadError(t *testing.T) {
-	err := loadFirst([]string{"libcublas.so.98", "libcublas.so.99"})
-	want := "cublas: cannot load cuBLAS (tried libcublas.so.98, libcublas.so.99): libcublas.so.99: cannot open shared object file"
+	reset(t, []cudalib.Candidate{{Soname: "libdl.so.2"}, {Soname: "libcublas.so.98"}, {Soname: "libcublas.so.99"}})
+	defer reset(t, nil)
+	err := Load()
+	want := "cublas: cannot load cuBLAS (tried libcublas.so.13, libcublas.so.12, libcublas.so.11, libcublas.so): libcublas.so.99: cannot open shared object file"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("got %v, want %q...", err, want)
+	}
+	got := Attempts()
+	if len(got) != 3 || got[0].Result != "libdl.so.2 has no symbol cublasCreate_v2" || got[0].OK ||
+		!strings.HasPrefix(got[2].Result, "libcublas.so.99: cannot open") {
+		t.Errorf("attempts: %+v", got)
 	}
 }

@@ -1,12 +1,16 @@
 //go:build !cpu
 
-// Package nccl is a thin binding to the NCCL calls this project uses. NCCL
+// Package nccl is a thin binding to the NCCL calls this project uses, and
+// the setup of a communicator that no failing rank can hang (Join). NCCL
 // is loaded at run time with dlopen: Debian has no NCCL package, so the GPU
-// build links without its headers and finds libnccl.so.2 where it runs.
+// build links without its headers and finds libnccl.so.2 where it runs
+// (cgo/cudaprobe/cudalib: LD_LIBRARY_PATH, the CUDA toolkit, the system, a
+// Python environment's NVIDIA wheels).
 package nccl
 
 /*
 #cgo LDFLAGS: -ldl
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,6 +62,12 @@ static const char *load_syms(void *lib) {
 	return NULL;
 }
 
+// loaded_file is the file the loader mapped for the loaded symbols.
+static const char *loaded_file(void) {
+	Dl_info info;
+	return dladdr((void *)p_get_version, &info) && info.dli_fname ? info.dli_fname : "";
+}
+
 static const char *error_string(int rc) { return p_error_string(rc); }
 static int get_version(int *v) { return p_get_version(v); }
 static int get_unique_id(ncclUniqueId *id) { return p_get_unique_id(id); }
@@ -88,10 +98,9 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
-)
 
-// sonames are tried in order: the runtime soname first, the dev link last.
-var sonames = []string{"libnccl.so.2", "libnccl.so"}
+	"github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe/cudalib"
+)
 
 // ncclDataType_t values (nccl.h).
 const (
@@ -99,31 +108,63 @@ const (
 	ncclFloat64 = 8
 )
 
+// ncclResult_t values the callers tell apart (nccl.h).
+const (
+	ncclRemoteError = 6 // a peer exited or the network failed
+)
+
 var (
 	loadOnce sync.Once
 	loadErr  error
+	attempts []cudalib.Attempt
 )
 
-func load() { loadErr = loadFirst(sonames) }
+func load() {
+	attempts, loadErr = loadFirst(cudalib.NCCL.Find(cudalib.Default().Dirs()))
+}
 
-// loadFirst loads the first of names that dlopen accepts and its symbols.
-func loadFirst(names []string) error {
-	var last string
-	for _, name := range names {
-		cs := C.CString(name)
+// loadFirst loads the first candidate that dlopen accepts and that has
+// NCCL's symbols, and says what each candidate tried gave.
+func loadFirst(cands []cudalib.Candidate) ([]cudalib.Attempt, error) {
+	var tried []cudalib.Attempt
+	for _, c := range cands {
+		a := cudalib.Attempt{Candidate: c}
+		cs := C.CString(c.Name())
 		var msg *C.char
 		lib := C.open_lib(cs, &msg)
 		C.free(unsafe.Pointer(cs))
-		if lib != nil {
+		switch {
+		case lib == nil:
+			a.Result = C.GoString(msg)
+		default:
 			if sym := C.load_syms(lib); sym != nil {
-				return fmt.Errorf("nccl: %s has no symbol %s", name, C.GoString(sym))
+				a.Result = fmt.Sprintf("%s has no symbol %s", c.Name(), C.GoString(sym))
+				break
 			}
-			return nil
+			a.File, a.OK, a.Result = C.GoString(C.loaded_file()), true, "loaded"
+			var v C.int
+			if C.get_version(&v) == 0 {
+				a.Result = "NCCL " + versionText(int(v))
+			}
+			return append(tried, a), nil
 		}
-		last = C.GoString(msg)
+		tried = append(tried, a)
 	}
-	return fmt.Errorf("nccl: cannot load NCCL (tried %s): %s; install NCCL or put it on LD_LIBRARY_PATH",
-		strings.Join(names, ", "), last)
+	last := ""
+	if len(tried) > 0 {
+		last = tried[len(tried)-1].Result
+	}
+	return tried, fmt.Errorf("nccl: cannot load NCCL (tried %s): %s; install NCCL or put it on LD_LIBRARY_PATH",
+		strings.Join(cudalib.NCCL.Sonames, ", "), last)
+}
+
+// versionText spells a version code: 22105 is 2.21.5 (2.8 and before:
+// 2803 is 2.8.3).
+func versionText(v int) string {
+	if v < 10000 {
+		return fmt.Sprintf("%d.%d.%d", v/1000, v/100%10, v%100)
+	}
+	return fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100)
 }
 
 func loaded() error {
@@ -131,11 +172,28 @@ func loaded() error {
 	return loadErr
 }
 
+// Attempts loads NCCL (once per process) and says what each candidate
+// gave.
+func Attempts() []cudalib.Attempt {
+	_ = loaded()
+	return append([]cudalib.Attempt(nil), attempts...)
+}
+
+// Error is a failed NCCL call: the function, its ncclResult_t and NCCL's
+// text for it.
+type Error struct {
+	Fn   string
+	Code int
+	Msg  string
+}
+
+func (e *Error) Error() string { return "nccl: " + e.Fn + ": " + e.Msg }
+
 func check(fn string, rc C.int) error {
 	if rc == 0 {
 		return nil
 	}
-	return fmt.Errorf("nccl: %s: %s", fn, C.GoString(C.error_string(rc)))
+	return &Error{Fn: fn, Code: int(rc), Msg: C.GoString(C.error_string(rc))}
 }
 
 // Version returns NCCL's version code, e.g. 22105 for 2.21.5.
@@ -224,7 +282,7 @@ func (c *Comm) AsyncError() error {
 		return err
 	}
 	if e != 0 {
-		return fmt.Errorf("nccl: communicator async error: %s", C.GoString(C.error_string(e)))
+		return &Error{Fn: "communicator async error", Code: int(e), Msg: C.GoString(C.error_string(e))}
 	}
 	return nil
 }
