@@ -21,6 +21,7 @@ var commands = []cli.Command{
 	{Name: "inspect", Summary: "summarise a partition directory, a .h5 dataset or a checkpoint", Run: runInspect},
 	{Name: "export", Summary: "export a checkpoint's parameters for other tools (NumPy .npz)", Run: runExport},
 	{Name: "convert", Summary: "convert an OGB-layout directory into one .h5 dataset file", Run: runConvert},
+	{Name: "devices", Summary: "the GPUs and the CUDA libraries (cuBLAS, NCCL) this binary finds, and where", Run: runDevices},
 	{Name: "plot", Summary: "(gnn-results plot) plot accuracy against bytes and epochs, and rates", Run: results("plot")},
 	{Name: "compare", Summary: "(gnn-results compare) accuracy, halo bytes and time to accuracy of runs", Run: results("compare")},
 	{Name: "report", Summary: "(gnn-results report) the Markdown results report of a results directory", Run: results("report")},

@@ -172,3 +172,13 @@ func humanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
+
+// runDevices prints the GPUs and the CUDA libraries this binary finds
+// (without a GPU, the GPU build's cudaprobe prints it before main).
+func runDevices(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("devices", "devices", stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return job.Devices(stdout)
+}

@@ -3,6 +3,9 @@
 package job
 
 import (
+	"io"
+
+	"github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe"
 	"github.com/gnn-spmd/gnn-spmd/comm"
 	"github.com/gnn-spmd/gnn-spmd/comm/halo/gpu"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
@@ -13,6 +16,12 @@ import (
 // DefaultDevice is where the kernels run unless --device says otherwise:
 // the GPU build trains on the GPU.
 const DefaultDevice = "cuda"
+
+// Devices prints what this binary finds for the GPU build here: the
+// driver and its GPUs, and where the CUDA libraries are (gnn-spmd
+// devices). Without a GPU, cudaprobe prints it before gorgonia.org/cu's
+// init could end the process.
+func Devices(w io.Writer) error { return cudaprobe.Report(w) }
 
 // newAccelerator binds the rank's GPU to the calling goroutine.
 func newAccelerator(ordinal int) (rankDevice, error) { return cuda.New(ordinal) }
