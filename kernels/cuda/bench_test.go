@@ -46,7 +46,7 @@ func BenchmarkQuantEncode(b *testing.B) {
 			out := d.NewBytes(benchRows * (8 + (benchCols*bits+7)/8))
 			b.SetBytes(int64(4 * x.Len()))
 			for b.Loop() {
-				d.QuantEncode(bits, nil, x, out.Ptr, 7)
+				d.QuantEncode(bits, AllRows(), x, out.Ptr, 7)
 			}
 			wait(b, d)
 		})
@@ -56,7 +56,7 @@ func BenchmarkQuantEncode(b *testing.B) {
 func BenchmarkQuantDecode(b *testing.B) {
 	d, x := benchInput(b)
 	out := d.NewBytes(benchRows * (8 + benchCols/2))
-	d.QuantEncode(4, nil, x, out.Ptr, 7)
+	d.QuantEncode(4, AllRows(), x, out.Ptr, 7)
 	b.SetBytes(int64(4 * x.Len()))
 	for b.Loop() {
 		d.QuantDecode(4, out.Ptr, x)

@@ -11,26 +11,52 @@ import (
 
 // Launchers of the kernels in codec.cu: the halo-row codecs in exactly the
 // wire format of comm/codec (little endian, as both the host and the GPU
-// are), so a payload encoded here decodes on the CPU and the reverse. idx,
-// when not nil, lists the source rows of a payload (a send list: gathering
-// and encoding in one pass); nil encodes all rows.
+// are), so a payload encoded here decodes on the CPU and the reverse. An
+// encoder reads the source rows Rows says: a list (a send list: gathering
+// and encoding in one pass) or all of the matrix's rows.
 
-// rowsOf is the number of payload rows: len(idx), or all of src's rows.
-func rowsOf(idx []int32, src *kernels.Mat) int {
-	if idx != nil {
-		return len(idx)
-	}
-	return src.Rows
+// Rows selects an encoder's source rows: the listed ones, in order (an
+// empty list is no rows), or all of the source's.
+type Rows struct {
+	list []int32
+	all  bool
 }
 
-// QuantEncode writes the quant(bits) payload (bits 1..8) of src's rows idx
-// (or all rows) into dst; h is kernels.Mix64 of the message seed.
-func (d *Device) QuantEncode(bits int, idx []int32, src *kernels.Mat, dst uintptr, seed uint64) {
+// AllRows is every row of the source, in order.
+func AllRows() Rows { return Rows{all: true} }
+
+// RowList is the rows idx of the source, in that order.
+func RowList(idx []int32) Rows { return Rows{list: idx} }
+
+// List returns the listed rows, or all = true for AllRows.
+func (r Rows) List() (idx []int32, all bool) { return r.list, r.all }
+
+// count is the number of payload rows.
+func (r Rows) count(src *kernels.Mat) int {
+	if r.all {
+		return src.Rows
+	}
+	return len(r.list)
+}
+
+// ptr is the kernels' idx argument: the device copy of the list, or NULL
+// for all rows (the kernels' only reading of NULL; an empty list launches
+// nothing).
+func (r Rows) ptr(d *Device) uint64 {
+	if r.all {
+		return 0
+	}
+	return d.Ints(r.list)
+}
+
+// QuantEncode writes the quant(bits) payload (bits 1..8) of src's rows
+// into dst; h is kernels.Mix64 of the message seed.
+func (d *Device) QuantEncode(bits int, rows Rows, src *kernels.Mat, dst uintptr, seed uint64) {
 	if bits < 1 || bits > 8 {
 		panic(fmt.Sprintf("cuda: QuantEncode: %d bits", bits))
 	}
-	if n := rowsOf(idx, src); n > 0 {
-		d.launch(kQuantEncode, n, true, i32(n), i32(src.Cols), i32(bits), d.Ints(idx), mat(src), uint64(dst),
+	if n := rows.count(src); n > 0 {
+		d.launch(kQuantEncode, n, true, i32(n), i32(src.Cols), i32(bits), rows.ptr(d), mat(src), uint64(dst),
 			rng.Mix64(seed))
 	}
 }
@@ -42,10 +68,10 @@ func (d *Device) QuantDecode(bits int, src uintptr, dst *kernels.Mat) {
 	}
 }
 
-// BF16Encode writes the bf16 payload of src's rows idx (or all rows).
-func (d *Device) BF16Encode(idx []int32, src *kernels.Mat, dst uintptr, seed uint64) {
-	if n := rowsOf(idx, src); n > 0 && src.Cols > 0 {
-		d.launch(kBF16Encode, n*src.Cols, false, i32(n), i32(src.Cols), d.Ints(idx), mat(src), uint64(dst), rng.Mix64(seed))
+// BF16Encode writes the bf16 payload of src's rows.
+func (d *Device) BF16Encode(rows Rows, src *kernels.Mat, dst uintptr, seed uint64) {
+	if n := rows.count(src); n > 0 && src.Cols > 0 {
+		d.launch(kBF16Encode, n*src.Cols, false, i32(n), i32(src.Cols), rows.ptr(d), mat(src), uint64(dst), rng.Mix64(seed))
 	}
 }
 
@@ -56,10 +82,10 @@ func (d *Device) BF16Decode(src uintptr, dst *kernels.Mat) {
 	}
 }
 
-// TruncEncode writes the first k columns of src's rows idx (or all rows).
-func (d *Device) TruncEncode(k int, idx []int32, src *kernels.Mat, dst uintptr) {
-	if n := rowsOf(idx, src); n > 0 && k > 0 {
-		d.launch(kTruncEncode, n*k, false, i32(n), i32(src.Cols), i32(k), d.Ints(idx), mat(src), uint64(dst))
+// TruncEncode writes the first k columns of src's rows.
+func (d *Device) TruncEncode(k int, rows Rows, src *kernels.Mat, dst uintptr) {
+	if n := rows.count(src); n > 0 && k > 0 {
+		d.launch(kTruncEncode, n*k, false, i32(n), i32(src.Cols), i32(k), rows.ptr(d), mat(src), uint64(dst))
 	}
 }
 
@@ -70,15 +96,15 @@ func (d *Device) TruncDecode(k int, src uintptr, dst *kernels.Mat) {
 	}
 }
 
-// SqDiff returns sum (x - x^)^2 and sum x^2 over src's rows idx (or all
-// rows) against dec's first rows: a sender's measure of what its codec lost.
-func (d *Device) SqDiff(idx []int32, src, dec *kernels.Mat) (errSq, normSq float64) {
-	n := rowsOf(idx, src)
+// SqDiff returns sum (x - x^)^2 and sum x^2 over src's rows against
+// dec's first rows: a sender's measure of what its codec lost.
+func (d *Device) SqDiff(rows Rows, src, dec *kernels.Mat) (errSq, normSq float64) {
+	n := rows.count(src)
 	if n == 0 || src.Cols == 0 {
 		return 0, 0
 	}
 	g := partialGrid(n * src.Cols)
-	d.launchGrid(kSqDiffPartial, g, i32(n), i32(src.Cols), d.Ints(idx), mat(src), mat(dec), dptr(d.partial))
+	d.launchGrid(kSqDiffPartial, g, i32(n), i32(src.Cols), rows.ptr(d), mat(src), mat(dec), dptr(d.partial))
 	errSq = d.sumPartials(g, 2, 0)
 	for b := 0; b < g; b++ {
 		normSq += d.host[2*b+1]

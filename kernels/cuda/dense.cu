@@ -41,11 +41,14 @@ extern "C" __global__ void bias_grad_finish(int chunks, int F, const double* par
     }
 }
 
-// relu: y = x if x > 0, else +0 (NaN gives 0); y may alias x.
+// relu: y = x if x > 0, else +0 (NaN and -0 give +0, as CPU ReLU); y may
+// alias x. Decided on the bits (x > 0 exactly when they lie in [1, +Inf]
+// as an unsigned integer): nvcc turns a float select into max.f32, whose
+// result for -0 and +0 is not the CPU's to rely on.
 extern "C" __global__ void relu(long long n, const float* x, float* y) {
     GRID_STRIDE_LOOP(k, n) {
-        const float v = x[k];
-        y[k] = v > 0.0f ? v : 0.0f;
+        const unsigned int b = f32bits(x[k]);
+        y[k] = f32frombits(b - 1u < 0x7f800000u ? b : 0u);
     }
 }
 

@@ -23,7 +23,7 @@ import (
 	"unsafe"
 
 	"github.com/gnn-spmd/gnn-spmd/cgo/cublas"
-	_ "github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe" // before gorgonia.org/cu: a clear message when there is no GPU
+	"github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe" // before gorgonia.org/cu: a clear message when there is no GPU
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 	"gorgonia.org/cu"
 )
@@ -92,8 +92,10 @@ type Device struct {
 	ordinal int
 	dev     cu.Device
 	ctx     cu.CUContext
+	mods    []cu.Module
 	fns     [numKernels]cu.Function
 	blas    *cublas.Handle
+	info    cudaprobe.Device
 	sms     int
 	name    string
 	cc      [2]int
@@ -122,37 +124,50 @@ type deviceAdj struct {
 	ptr, col, val cu.DevicePtr // val 0: all ones
 }
 
-// New binds GPU ordinal (the rank's local rank) to the calling goroutine,
-// which it locks to its OS thread for good, and loads the kernels and
-// cuBLAS.
-func New(ordinal int) (*Device, error) {
+// New binds GPU ordinal (the rank's choice, see cudaprobe.Ordinal) to the
+// calling goroutine, which it locks to its OS thread for good, and loads
+// the kernels and cuBLAS. On failure it releases what it took: the
+// context, the modules, the allocations and the thread.
+func New(ordinal int) (_ *Device, err error) {
 	runtime.LockOSThread()
+	d := &Device{ordinal: ordinal, allocs: map[cu.DevicePtr]int64{}, ints: map[intsKey]cu.DevicePtr{},
+		adjs: map[*kernels.Adj]*deviceAdj{}, host: make([]float64, partialDbls)}
+	defer func() {
+		// alloc panics with an *Error: out of memory here is New's error.
+		if v := recover(); v != nil {
+			e, ok := v.(*Error)
+			if !ok {
+				panic(v)
+			}
+			err = e
+		}
+		if err != nil {
+			d.release()
+			runtime.UnlockOSThread()
+		}
+	}()
 	n, err := cu.NumDevices()
 	if err != nil {
 		return nil, fmt.Errorf("cuda: counting devices: %w", err)
 	}
 	if ordinal < 0 || ordinal >= n {
-		return nil, fmt.Errorf("cuda: GPU %d requested but this node has %d (CUDA_VISIBLE_DEVICES=%q)", ordinal, n, os.Getenv("CUDA_VISIBLE_DEVICES"))
+		return nil, fmt.Errorf("cuda: GPU %d requested but this node shows %d (CUDA_VISIBLE_DEVICES=%q)", ordinal, n, os.Getenv("CUDA_VISIBLE_DEVICES"))
 	}
-	d := &Device{ordinal: ordinal, allocs: map[cu.DevicePtr]int64{}, ints: map[intsKey]cu.DevicePtr{},
-		adjs: map[*kernels.Adj]*deviceAdj{}, host: make([]float64, partialDbls)}
-	if d.dev, err = cu.GetDevice(ordinal); err != nil {
-		return nil, fmt.Errorf("cuda: GPU %d: %w", ordinal, err)
+	if d.info, err = cudaprobe.Describe(ordinal); err != nil {
+		return nil, err
 	}
-	if d.name, err = d.dev.Name(); err != nil {
-		return nil, fmt.Errorf("cuda: GPU %d name: %w", ordinal, err)
-	}
-	attrs, err := d.dev.Attributes(cu.ComputeCapabilityMajor, cu.ComputeCapabilityMinor, cu.MultiprocessorCount)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: GPU %d attributes: %w", ordinal, err)
-	}
-	d.cc, d.sms = [2]int{attrs[0], attrs[1]}, attrs[2]
+	d.name, d.cc, d.sms = d.info.Name, d.info.CC, d.info.SMs
 	if d.cc[0] < 8 {
 		return nil, fmt.Errorf("cuda: GPU %d (%s) has compute capability %d.%d; the kernels are built for 8.0 and later", ordinal, d.name, d.cc[0], d.cc[1])
 	}
-	if d.ctx, err = d.dev.RetainPrimaryCtx(); err != nil {
+	if d.dev, err = cu.GetDevice(ordinal); err != nil {
+		return nil, fmt.Errorf("cuda: GPU %d: %w", ordinal, err)
+	}
+	ctx, err := d.dev.RetainPrimaryCtx()
+	if err != nil {
 		return nil, fmt.Errorf("cuda: GPU %d context: %w", ordinal, err)
 	}
+	d.ctx = ctx
 	if err = cu.SetCurrentContext(d.ctx); err != nil {
 		return nil, fmt.Errorf("cuda: GPU %d set context: %w", ordinal, err)
 	}
@@ -170,8 +185,11 @@ func New(ordinal int) (*Device, error) {
 	return d, nil
 }
 
+// jitLog is the size of each JIT log buffer (the driver truncates there).
+const jitLog = 16 << 10
+
 // load JIT-compiles the PTX for this GPU's architecture and looks up every
-// kernel.
+// kernel; a PTX the driver rejects is reported with the JIT's logs.
 func (d *Device) load() error {
 	arch := "sm80"
 	if d.cc[0] >= 9 {
@@ -187,10 +205,13 @@ func (d *Device) load() error {
 		if err != nil {
 			return fmt.Errorf("cuda: reading embedded %s: %w", f, err)
 		}
-		mod, err := cu.LoadData(string(src))
+		info, errs := &cu.JITInfoLogBuffer{Buffer: make([]byte, jitLog)}, &cu.JITErrorLogBuffer{Buffer: make([]byte, jitLog)}
+		mod, err := cu.LoadDataEx(string(src), info, errs)
 		if err != nil {
-			return fmt.Errorf("cuda: loading %s on %s (driver %d): %w", f, d.name, cu.Version(), err)
+			return fmt.Errorf("cuda: loading %s on %s (driver %d): %w%s", f, d.name, cu.Version(), err,
+				logText("JIT error log", errs.Buffer)+logText("JIT info log", info.Buffer))
 		}
+		d.mods = append(d.mods, mod)
 		for k, name := range kernelNames {
 			if fn, err := mod.Function(name); err == nil {
 				d.fns[k] = fn
@@ -210,6 +231,24 @@ func (d *Device) load() error {
 	return nil
 }
 
+// logText is a JIT log on one line: "; <what>: line; line", or "" when
+// it is empty.
+func logText(what string, buf []byte) string {
+	if i := strings.IndexByte(string(buf), 0); i >= 0 {
+		buf = buf[:i]
+	}
+	var lines []string
+	for _, l := range strings.Split(string(buf), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return "; " + what + ": " + strings.Join(lines, "; ")
+}
+
 // MakeCurrent binds the calling goroutine to the Device's context (for a
 // caller that moves a Device to another goroutine, as tests do): it locks
 // the goroutine to its OS thread and makes the context current there.
@@ -226,16 +265,48 @@ func (d *Device) Name() string {
 	return fmt.Sprintf("%s (cc %d.%d, %d SMs)", d.name, d.cc[0], d.cc[1], d.sms)
 }
 
+// Info is the driver's description of the GPU (PCI bus id, memory).
+func (d *Device) Info() cudaprobe.Device { return d.info }
+
+// GridPass is what one launch covers in one pass of its loop: threads of a
+// grid-stride kernel, warps (rows) of a warp-per-row one, and elements of
+// a block reduction. Tests size inputs past them.
+func (d *Device) GridPass() (threads, warps, reduced int) {
+	threads = 32 * d.sms * block
+	return threads, threads / 32, maxPartials * block
+}
+
+// Allocated is the number of device allocations the Device holds and
+// their bytes (tests: what grows must free what it replaces).
+func (d *Device) Allocated() (n int, bytes int64) {
+	for _, b := range d.allocs {
+		bytes += b
+	}
+	return len(d.allocs), bytes
+}
+
 // Close frees every allocation and releases the context.
-func (d *Device) Close() {
+func (d *Device) Close() { d.release() }
+
+// release frees what the Device holds: allocations, cuBLAS, modules and
+// its reference to the primary context.
+func (d *Device) release() {
 	for p := range d.allocs {
 		_ = cu.MemFree(p)
 	}
 	clear(d.allocs)
 	if d.blas != nil {
 		_ = d.blas.Close()
+		d.blas = nil
 	}
-	_ = d.dev.ReleasePrimaryCtx()
+	for _, m := range d.mods {
+		_ = m.Unload()
+	}
+	d.mods = nil
+	if d.ctx != (cu.CUContext{}) {
+		_ = d.dev.ReleasePrimaryCtx()
+		d.ctx = cu.CUContext{}
+	}
 }
 
 // Synchronize waits for all issued work and reports an asynchronous

@@ -51,27 +51,25 @@ func (g CUDA) Scratch(buf *kernels.Mat, rows, cols int) kernels.Mat {
 }
 
 func (g CUDA) EncodeRows(c codec.Spec, m *kernels.Mat, idx []int32, dst kernels.Bytes, seed uint64) {
-	if len(idx) > 0 { // the launchers read a nil list as all rows
-		g.encode(c, idx, m, dst, seed)
-	}
+	g.encode(c, cuda.RowList(idx), m, dst, seed)
 }
 
 func (g CUDA) Encode(c codec.Spec, m *kernels.Mat, lo, hi int, dst kernels.Bytes, seed uint64) {
-	g.encode(c, nil, m.View(lo, hi), dst, seed)
+	g.encode(c, cuda.AllRows(), m.View(lo, hi), dst, seed)
 }
 
-func (g CUDA) encode(c codec.Spec, idx []int32, src *kernels.Mat, dst kernels.Bytes, seed uint64) {
-	switch {
+func (g CUDA) encode(c codec.Spec, rows cuda.Rows, src *kernels.Mat, dst kernels.Bytes, seed uint64) {
+	switch idx, all := rows.List(); {
 	case c.Kind() == codec.KindQuant && c.Bits() == 16:
-		g.Dev.BF16Encode(idx, src, dst.Ptr, seed)
+		g.Dev.BF16Encode(rows, src, dst.Ptr, seed)
 	case c.Kind() == codec.KindQuant:
-		g.Dev.QuantEncode(c.Bits(), idx, src, dst.Ptr, seed)
+		g.Dev.QuantEncode(c.Bits(), rows, src, dst.Ptr, seed)
 	case c.Kind() == codec.KindTrunc:
-		g.Dev.TruncEncode(c.Keep(src.Cols), idx, src, dst.Ptr)
-	case idx != nil: // raw rows: a gather into the payload
-		g.Dev.GatherRows(idx, src, &kernels.Mat{Rows: len(idx), Cols: src.Cols, Ptr: dst.Ptr})
-	default:
+		g.Dev.TruncEncode(c.Keep(src.Cols), rows, src, dst.Ptr)
+	case all: // raw rows: a copy, or a gather into the payload
 		g.Dev.CopyBytes(dst.Ptr, src.Ptr, 4*src.Len())
+	default:
+		g.Dev.GatherRows(idx, src, &kernels.Mat{Rows: len(idx), Cols: src.Cols, Ptr: dst.Ptr})
 	}
 }
 
@@ -94,7 +92,7 @@ func (g CUDA) ScatterAdd(idx []int32, src *kernels.Mat, lo int, dst *kernels.Mat
 }
 
 func (g CUDA) SqDiff(idx []int32, src, dec *kernels.Mat, lo int) (errSq, normSq float64) {
-	return g.Dev.SqDiff(idx, src, dec.View(lo, lo+len(idx)))
+	return g.Dev.SqDiff(cuda.RowList(idx), src, dec.View(lo, lo+len(idx)))
 }
 
 func (g CUDA) Sync() error { return g.Dev.Synchronize() }
