@@ -16,7 +16,7 @@ var notCompared = map[string]bool{
 	"Data": true, "Parts": false, "Resume": false, // paths; Parts and Resume count as given or not
 	"Threads": true, "CommTimeout": true, "Comm": true, "Metrics": true, "Checkpoint": true, "CheckpointEvery": true,
 	"Keep": true, "CPUProfile": true, "Ranks": true, // goroutine ranks: 1 under a launcher
-	"Run.InDim": true, "Run.Classes": true,
+	"GPU": true, "Run.InDim": true, "Run.Classes": true, // --gpu: nodes may differ in their GPUs
 }
 
 // TestSettingsCoverEverySpecField changes every field of a Spec in turn and

@@ -28,7 +28,7 @@ func Devices(w io.Writer) error {
 	return nil
 }
 
-func newAccelerator(int) (rankDevice, error) {
+func (j *job) newAccelerator(comm.Comm, int) (rankDevice, error) {
 	panic("unreachable: Spec.Validate refuses --device cuda in the CPU build")
 }
 

@@ -3,6 +3,7 @@
 package job
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe"
@@ -23,8 +24,26 @@ const DefaultDevice = "cuda"
 // init could end the process.
 func Devices(w io.Writer) error { return cudaprobe.Report(w) }
 
-// newAccelerator binds the rank's GPU to the calling goroutine.
-func newAccelerator(ordinal int) (rankDevice, error) { return cuda.New(ordinal) }
+// newAccelerator binds a GPU to the calling goroutine: --gpu, else the
+// node-local rank modulo the GPUs this process sees, and logs which.
+func (j *job) newAccelerator(c comm.Comm, localRank int) (rankDevice, error) {
+	ord, err := cudaprobe.Ordinal(localRank, j.spec.GPU, cudaprobe.Count())
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	d, err := cuda.New(ord)
+	if err != nil {
+		return nil, err
+	}
+	rank := 0
+	if c != nil {
+		rank = c.Rank()
+	}
+	info := d.Info()
+	j.rankLog(rank).Info("GPU bound", "gpu", ord, "visible", cudaprobe.Count(), "local_rank", localRank,
+		"name", info.Name, "pci", info.PCI, "memory", fmt.Sprintf("%.1f GiB", float64(info.Memory)/(1<<30)))
+	return d, nil
+}
 
 // deviceReducer sums gradients in device memory through the device
 // transport and the metrics through the host communicator.

@@ -88,13 +88,13 @@ func (rj *rankJob) close() {
 
 // newRankJob builds one rank's device, model, exchange and trainer over c
 // (nil for a one-rank run), on the CPU with threads threads or on the GPU
-// of the given node-local ordinal.
+// its node-local rank gpu picks (or --gpu).
 func (j *job) newRankJob(c comm.Comm, v *gnn.View, threads, gpu int, inProcess bool) (*rankJob, error) {
 	s := j.spec
 	var dev rankDevice = kernels.NewCPU(threads)
 	if s.Device != "cpu" {
 		var err error
-		if dev, err = newAccelerator(gpu); err != nil {
+		if dev, err = j.newAccelerator(c, gpu); err != nil {
 			return nil, err
 		}
 	}

@@ -40,6 +40,7 @@ type Spec struct {
 	Ranks       int    // goroutine ranks of this process (without mpirun)
 	Comm        string // auto (mpi under a launcher, else local), mpi or local
 	Device      string // cpu or cuda
+	GPU         int    // the GPU of every rank of this process; -1: node-local rank modulo the visible GPUs
 	Threads     int    // CPU threads for kernels, shared by the ranks of this process (0 = all)
 	Overlap     bool   // compute what needs no halo row while the exchanges are in flight
 	CommTimeout time.Duration
@@ -58,7 +59,7 @@ type Spec struct {
 // communication timeout.
 func DefaultSpec() Spec {
 	return Spec{Run: gnn.DefaultConfig(), Partition: partition.MethodRandom, Ranks: 1, Comm: "auto", Device: DefaultDevice,
-		Overlap: true, CommTimeout: 5 * time.Minute, CheckpointEvery: 10, Keep: 1}
+		GPU: -1, Overlap: true, CommTimeout: 5 * time.Minute, CheckpointEvery: 10, Keep: 1}
 }
 
 // SpecError is a spec that cannot run: a usage error.
@@ -87,6 +88,10 @@ func (s *Spec) Validate() error {
 		return specErrorf("train: --device: got %q, expected cpu or cuda", s.Device)
 	case s.Device == "cuda" && DefaultDevice == "cpu":
 		return specErrorf("train: --device cuda: this binary is the CPU build (-tags cpu); build the GPU one with make cuda")
+	case s.GPU < -1:
+		return specErrorf("train: --gpu: got %d, expected a GPU ordinal >= 0", s.GPU)
+	case s.GPU >= 0 && s.Device != "cuda":
+		return specErrorf("train: --gpu applies to --device cuda")
 	case s.Partition != partition.MethodRandom && s.Partition != partition.MethodMETIS:
 		return specErrorf("train: --partition: got %q, expected random or metis", s.Partition)
 	case s.Parts != "" && s.Normalize:
