@@ -9,6 +9,7 @@ package comm
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/cgo/nccl"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
@@ -25,12 +26,14 @@ type DeviceTransport interface {
 }
 
 // GPU is what the device transports need of the GPU their payloads live on
-// (kernels/cuda.Device is one): copies, and waiting for the queued work.
+// (kernels/cuda.Device is one): copies, waiting for the queued work, and
+// making it current on another thread (NCCL's setup runs on one).
 type GPU interface {
 	Upload(dst *kernels.Mat, src []float32)
 	Download(dst []float32, src *kernels.Mat)
 	CopyBytes(dst, src uintptr, n int)
 	Synchronize() error
+	MakeCurrent() error
 }
 
 // SharedGPU is the transport of ranks that are goroutines of one process on
@@ -128,25 +131,45 @@ func (n *NCCL) guard(def *Op, f func() error) error {
 	return f()
 }
 
-// NewNCCL makes the NCCL communicator of an MPI job: rank 0's unique id is
-// broadcast over the host communicator.
-func NewNCCL(host Comm, dev GPU) (*NCCL, error) {
-	var id nccl.UniqueID
-	if host.Rank() == 0 {
-		var err error
-		if id, err = nccl.GetUniqueID(); err != nil {
-			host.Abort(2)
-			return nil, err
-		}
-	}
-	if err := host.Bcast(id[:], 0); err != nil {
-		return nil, fmt.Errorf("comm: broadcasting the NCCL id: %w", err)
-	}
-	c, err := nccl.InitRank(host.Size(), id, host.Rank())
+// NCCLPeerError is what NewNCCL returns on a rank whose own setup went
+// well when another rank's failed: that rank returns the cause.
+type NCCLPeerError = nccl.PeerError
+
+var opNCCLSetup = Op{Name: "NCCL setup agreement"}
+
+// ncclHost labels the setup's calls on the host communicator for its
+// watchdog.
+type ncclHost struct{ Comm }
+
+func (h ncclHost) Bcast(buf []byte, root int) error {
+	Label(h.Comm, &opNCCLSetup)
+	return h.Comm.Bcast(buf, root)
+}
+
+func (h ncclHost) AllReduceFloat64(x []float64) error {
+	Label(h.Comm, &opNCCLSetup)
+	return h.Comm.AllReduceFloat64(x)
+}
+
+// NewNCCL makes the NCCL communicator of an MPI job, one GPU per rank:
+// rank 0's unique id is broadcast over the host communicator, and the
+// ranks agree over it before and after ncclCommInitRank, where none waits
+// longer than wait (0: no bound), so that a rank that fails cannot leave
+// the others blocked (nccl.Join). A rank whose setup failed before this
+// one joins with NCCLSetupFailed.
+func NewNCCL(host Comm, dev GPU, wait time.Duration) (*NCCL, error) {
+	c, err := nccl.Join(ncclHost{host}, nil, dev.MakeCurrent, wait)
 	if err != nil {
 		return nil, err
 	}
 	return &NCCL{c: c, rank: host.Rank(), size: host.Size(), dev: dev, host: host}, nil
+}
+
+// NCCLSetupFailed is NewNCCL on a rank that failed before it (cause): it
+// takes part in the agreement its peers wait in, and returns cause.
+func NCCLSetupFailed(host Comm, cause error) error {
+	_, err := nccl.Join(ncclHost{host}, cause, nil, 0)
+	return err
 }
 
 func (n *NCCL) Rank() int { return n.rank }

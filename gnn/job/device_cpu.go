@@ -32,6 +32,8 @@ func (j *job) newAccelerator(comm.Comm, int) (rankDevice, error) {
 	panic("unreachable: Spec.Validate refuses --device cuda in the CPU build")
 }
 
-func acceleratorHalo(comm.Comm, rankDevice, *gnn.View, int, bool) (*acceleratorComm, error) {
+func (j *job) acceleratorFailed(_ comm.Comm, _ bool, err error) error { return err }
+
+func (j *job) acceleratorHalo(comm.Comm, rankDevice, *gnn.View, int, bool) (*acceleratorComm, error) {
 	panic("unreachable: the CPU build has no accelerator")
 }

@@ -3,8 +3,10 @@
 package job
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe"
 	"github.com/gnn-spmd/gnn-spmd/comm"
@@ -45,6 +47,22 @@ func (j *job) newAccelerator(c comm.Comm, localRank int) (rankDevice, error) {
 	return d, nil
 }
 
+// acceleratorFailed is a rank's setup error before its NCCL communicator:
+// under MPI its peers wait for it in NCCL's setup agreement, which it
+// joins before returning err.
+func (j *job) acceleratorFailed(c comm.Comm, inProcess bool, err error) error {
+	if c == nil || inProcess || j.spec.Device == "cpu" {
+		return err
+	}
+	return comm.NCCLSetupFailed(c, err)
+}
+
+// ncclWait bounds a rank's wait in ncclCommInitRank: half the comm
+// timeout, so that peers that waited for a failed rank reach the setup
+// agreement before that rank's watchdog ends the job (0: no bound, as
+// --comm-timeout 0 asks).
+func ncclWait(commTimeout time.Duration) time.Duration { return commTimeout / 2 }
+
 // deviceReducer sums gradients in device memory through the device
 // transport and the metrics through the host communicator.
 type deviceReducer struct {
@@ -68,22 +86,27 @@ func (r *deviceReducer) AllReduceMat(x *kernels.Mat) error {
 // acceleratorHalo builds the GPU halo exchange and gradient reducer of one
 // rank: NCCL between processes, device copies between the goroutine ranks
 // of one process (NCCL refuses two ranks on one GPU).
-func acceleratorHalo(c comm.Comm, dev rankDevice, v *gnn.View, layers int, inProcess bool) (*acceleratorComm, error) {
+func (j *job) acceleratorHalo(c comm.Comm, dev rankDevice, v *gnn.View, layers int, inProcess bool) (*acceleratorComm, error) {
 	cd := dev.(*cuda.Device)
 	var tr comm.DeviceTransport
 	a := &acceleratorComm{release: func() {}}
+	abort := func() {}
 	if inProcess {
 		tr = comm.NewSharedGPU(c, cd)
 	} else {
-		n, err := comm.NewNCCL(c, cd)
+		n, err := comm.NewNCCL(c, cd, ncclWait(j.spec.CommTimeout))
+		var pe *comm.NCCLPeerError
+		if errors.As(err, &pe) {
+			return nil, &Exit{Code: ExitFailure} // the failed rank reports why, in the setup agreement
+		}
 		if err != nil {
 			return nil, err
 		}
-		tr, a.release = n, func() { n.Close() }
+		tr, a.release, abort = n, func() { n.Close() }, n.Abort
 	}
 	x, err := gpu.NewExchange(v.Plan, cd, tr, layers)
 	if err != nil {
-		a.release()
+		abort() // the peers are not waiting on this communicator
 		return nil, err
 	}
 	a.halo, a.reduce = x, &deviceReducer{host: c, t: tr}

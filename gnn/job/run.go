@@ -95,7 +95,7 @@ func (j *job) newRankJob(c comm.Comm, v *gnn.View, threads, gpu int, inProcess b
 	if s.Device != "cpu" {
 		var err error
 		if dev, err = j.newAccelerator(c, gpu); err != nil {
-			return nil, err
+			return nil, j.acceleratorFailed(c, inProcess, err)
 		}
 	}
 	cfg := s.Run
@@ -103,7 +103,7 @@ func (j *job) newRankJob(c comm.Comm, v *gnn.View, threads, gpu int, inProcess b
 	model, err := gnn.NewModel(cfg.ModelConfig(), v, dev)
 	if err != nil {
 		dev.Close()
-		return nil, specErrorf("train: %v", err)
+		return nil, j.acceleratorFailed(c, inProcess, specErrorf("train: %v", err))
 	}
 	model.Overlap = s.Overlap
 	rj := &rankJob{dev: dev}
@@ -117,7 +117,7 @@ func (j *job) newRankJob(c comm.Comm, v *gnn.View, threads, gpu int, inProcess b
 		switch {
 		case !dev.Host():
 			// Every rank builds its transport (NCCL's setup is collective).
-			a, err := acceleratorHalo(c, dev, v, cfg.Layers, inProcess)
+			a, err := j.acceleratorHalo(c, dev, v, cfg.Layers, inProcess)
 			if err != nil {
 				dev.Close()
 				return nil, err
