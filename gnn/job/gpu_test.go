@@ -6,13 +6,19 @@ package job
 // GPU (device copies between goroutine ranks) against four CPU ranks, with
 // full communication and with 2-bit quantized halo rows (fixed rate 16).
 // The codecs and every kernel but the dense products are bit-identical to
-// the CPU's, so the losses differ only by cuBLAS's summation order. Without
-// a GPU the cudaprobe import makes this binary print SKIP and exit 0.
+// the CPU's, so the losses differ only by cuBLAS's summation order. And
+// the GPU a rank binds. Without a GPU the cudaprobe import makes this
+// binary print SKIP and exit 0.
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
 	"math"
+	"strings"
 	"testing"
 
+	"github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
@@ -58,5 +64,35 @@ func TestGPUTrainingMatchesCPU(t *testing.T) {
 			}
 		}
 		t.Logf("%s: final loss GPU %.7f CPU %.7f; epoch-0 forward bytes %d", codec, gpu.losses[epochs-1], cpu.losses[epochs-1], gpu.bytes)
+	}
+}
+
+// --gpu past the visible GPUs is refused with one line naming them; a
+// bound GPU is logged with its name, PCI bus id and memory.
+func TestGPUBinding(t *testing.T) {
+	path := genData(t)
+	n := cudaprobe.Count()
+	s := DefaultSpec()
+	s.Data, s.Device, s.Run.Epochs, s.Run.Hidden, s.GPU = path, "cuda", 1, 16, n
+	err := Run(s, Env{})
+	if want := fmt.Sprintf("--gpu %d: this node shows %d GPU(s)", n, n); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("--gpu %d: %v, want %q...", n, err, want)
+	}
+	s.GPU = n - 1
+	var logs bytes.Buffer
+	if err := Run(s, Env{Log: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "GPU bound") {
+			line = l
+		}
+	}
+	t.Log(line)
+	for _, want := range []string{fmt.Sprintf("gpu=%d", n-1), "name=", "pci=", "memory="} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the binding's log line %q lacks %q", line, want)
+		}
 	}
 }

@@ -44,6 +44,23 @@ func device(t testing.TB) *Device {
 // multiples of 32 (or 8, for the bit packing).
 var shapes = [][2]int{{0, 5}, {1, 1}, {1, 33}, {7, 3}, {31, 64}, {100, 7}, {257, 100}, {1000, 129}}
 
+// bigShapes are inputs past one pass of a launch's loop on this GPU: a
+// second pass of every grid-stride loop (threads), of every warp-per-row
+// loop (rows), and more than a reduction's capped grid sums in one pass.
+func bigShapes(d *Device) [][2]int {
+	threads, warps, reduced := d.GridPass()
+	if reduced > threads {
+		panic("cuda: a reduction's pass is larger than a launch's")
+	}
+	return [][2]int{{1, threads + 5}, {(threads + 37*40) / 37, 37}, {warps + 1000, 5}}
+}
+
+// specials are the values whose handling the CPU defines: signed zeros,
+// infinities, NaNs of both signs, subnormals, the largest floats.
+var specials = []float32{float32(math.Copysign(0, -1)), 0, float32(math.NaN()), -float32(math.NaN()),
+	float32(math.Inf(1)), float32(math.Inf(-1)), math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32,
+	1e-40, -1e-40, math.MaxFloat32, -math.MaxFloat32, 1, -1}
+
 func randMat(rng *rand.Rand, r, c int) *kernels.Mat {
 	m := kernels.NewMat(r, c)
 	for i := range m.Data {
@@ -124,7 +141,8 @@ func randAdj(rng *rand.Rand, rows, cols int, weighted bool) *kernels.Adj {
 func TestSpMM(t *testing.T) {
 	d := device(t)
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, s := range shapes {
+	_, warps, _ := d.GridPass()
+	for _, s := range append(shapes, [2]int{warps + 1000, 5}) {
 		for _, weighted := range []bool{false, true} {
 			for _, acc := range []bool{false, true} {
 				a := randAdj(rng, s[0], s[0]+3, weighted)
@@ -147,7 +165,8 @@ func TestSpMM(t *testing.T) {
 func TestGemm(t *testing.T) {
 	d := device(t)
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, dims := range [][3]int{{1, 1, 1}, {7, 5, 3}, {100, 64, 33}, {513, 129, 47}, {0, 4, 4}, {4, 0, 4}, {4, 4, 0}} {
+	// {m, k, n}: k = 0 is c = beta*c
+	for _, dims := range [][3]int{{1, 1, 1}, {7, 5, 3}, {100, 64, 33}, {513, 129, 47}, {0, 4, 4}, {4, 0, 4}, {4, 4, 0}, {1, 0, 1}} {
 		m, k, n := dims[0], dims[1], dims[2]
 		for _, ta := range []bool{false, true} {
 			for _, tb := range []bool{false, true} {
@@ -158,11 +177,16 @@ func TestGemm(t *testing.T) {
 				if tb {
 					br, bc = n, k
 				}
-				a, b, c := randMat(rng, ar, ac), randMat(rng, br, bc), randMat(rng, m, n)
-				gc := up(d, c)
-				cpu.Gemm(ta, tb, 0.5, a, b, 1, c)
-				d.Gemm(ta, tb, 0.5, up(d, a), up(d, b), 1, gc)
-				near(t, fmt.Sprintf("Gemm %v ta=%v tb=%v", dims, ta, tb), down(d, gc), c.Data, 1e-5)
+				for _, beta := range []float32{1, 0, 0.5} {
+					a, b, c := randMat(rng, ar, ac), randMat(rng, br, bc), randMat(rng, m, n)
+					if beta == 0 && len(c.Data) > 0 {
+						c.Data[0] = float32(math.NaN()) // beta 0: c is not read
+					}
+					gc := up(d, c)
+					cpu.Gemm(ta, tb, 0.5, a, b, beta, c)
+					d.Gemm(ta, tb, 0.5, up(d, a), up(d, b), beta, gc)
+					near(t, fmt.Sprintf("Gemm %v ta=%v tb=%v beta=%v", dims, ta, tb, beta), down(d, gc), c.Data, 1e-5)
+				}
 			}
 		}
 	}
@@ -171,7 +195,7 @@ func TestGemm(t *testing.T) {
 func TestElementwise(t *testing.T) {
 	d := device(t)
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, s := range shapes {
+	for _, s := range append(shapes, bigShapes(d)...) {
 		x, dy := randMat(rng, s[0], s[1]), randMat(rng, s[0], s[1])
 		b := randMat(rng, 1, s[1])
 		gx := up(d, x)
@@ -214,10 +238,38 @@ func TestElementwise(t *testing.T) {
 	}
 }
 
+// ReLU and its backward on the values the CPU defines: -0 and NaN give +0.
+func TestReLUSpecials(t *testing.T) {
+	d := device(t)
+	x := kernels.NewMat(len(specials), len(specials))
+	for i := range x.Rows {
+		for j := range x.Cols {
+			x.Data[i*x.Cols+j] = specials[(i+j)%len(specials)]
+		}
+	}
+	dy := kernels.NewMat(x.Rows, x.Cols)
+	for i := range dy.Data {
+		dy.Data[i] = specials[i%len(specials)]
+	}
+	y, gy := kernels.NewMat(x.Rows, x.Cols), d.NewMat(x.Rows, x.Cols)
+	cpu.ReLU(x, y)
+	d.ReLU(up(d, x), gy)
+	got := down(d, gy)
+	for i, v := range got { // ReLU makes no NaN: every bit must match
+		if math.Float32bits(v) != math.Float32bits(y.Data[i]) {
+			t.Fatalf("ReLU(%v) = %v (%#x), CPU %v (%#x)", x.Data[i], v, math.Float32bits(v), y.Data[i], math.Float32bits(y.Data[i]))
+		}
+	}
+	dx, gdx := kernels.NewMat(x.Rows, x.Cols), d.NewMat(x.Rows, x.Cols)
+	cpu.ReLUBackward(x, dy, dx)
+	d.ReLUBackward(up(d, x), up(d, dy), gdx)
+	same(t, "ReLUBackward of specials", down(d, gdx), dx.Data)
+}
+
 func TestDropout(t *testing.T) {
 	d := device(t)
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, s := range shapes {
+	for _, s := range append(shapes, bigShapes(d)[1]) {
 		for _, p := range []float32{0, 0.1, 0.5, 1} {
 			for _, withIDs := range []bool{false, true} {
 				x := randMat(rng, s[0], s[1])
@@ -243,8 +295,12 @@ func TestDropout(t *testing.T) {
 func TestLossAndCounts(t *testing.T) {
 	d := device(t)
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, n := range []int{1, 7, 1000} {
+	threads, _, _ := d.GridPass()
+	for _, n := range []int{1, 7, 1000, 2*threads + 3} {
 		for _, c := range []int{1, 2, 7, 47} {
+			if n > 1000 && c > 2 {
+				continue // a second pass needs rows, not classes
+			}
 			logits := randMat(rng, n, c)
 			labels := make([]int32, n)
 			for i := range labels {
@@ -284,7 +340,8 @@ func TestLossAndCounts(t *testing.T) {
 func TestAdam(t *testing.T) {
 	d := device(t)
 	rng := rand.New(rand.NewPCG(11, 12))
-	for _, n := range []int{1, 33, 10000} {
+	threads, _, _ := d.GridPass()
+	for _, n := range []int{1, 33, 10000, threads + 5} {
 		for _, wd := range []float32{0, 5e-4} {
 			p, m, v := randMat(rng, 1, n), kernels.NewMat(1, n), kernels.NewMat(1, n)
 			gp, gm, gv := up(d, p), up(d, m), up(d, v)
@@ -303,7 +360,8 @@ func TestAdam(t *testing.T) {
 func TestGatherScatter(t *testing.T) {
 	d := device(t)
 	rng := rand.New(rand.NewPCG(13, 14))
-	for _, s := range shapes {
+	big := bigShapes(d)[1]
+	for _, s := range append(shapes, [2]int{2 * big[0], big[1]}) { // half the rows move
 		if s[0] == 0 {
 			continue
 		}
