@@ -28,6 +28,9 @@ check() { # name command...
 step "machine"
 nvidia-smi -L 2>/dev/null || echo "(no nvidia-smi)"
 echo "$(nproc) CPU cores"
+# The GPUs and where cuBLAS and NCCL were found (and what each try gave);
+# printed with or without a GPU, not a check by itself.
+"$bin" devices || echo "(gnn-spmd devices: something the GPU build needs is missing, see above)"
 if probe=$("$bundle/bin/kernels-cuda.test" -test.run '^$' 2>&1) && grep -q '^SKIP' <<<"$probe"; then
   echo "$probe"
   echo "gpu-check: no usable GPU here: nothing checked"
@@ -37,7 +40,7 @@ fi
 step "kernels against their CPU twins"
 check kernels "$bundle/bin/kernels-cuda.test" -test.v -test.count=1
 
-step "the halo exchange's GPU memory against the host's (byte-identical payloads)"
+step "the halo exchange's GPU memory against the host's (byte-identical payloads; NCCL with 2 GPUs)"
 check halo "$bundle/bin/halo-gpu.test" -test.v -test.count=1
 
 step "4 ranks on one GPU against 4 CPU ranks (full and quantized halo rows)"
@@ -50,7 +53,7 @@ step "one rank: GPU loss against CPU loss, same graph and seed"
 g=$out/csbm-200k.h5
 "$bin" gen --out "$g" --nodes 200000 --classes 10 --degree 16 --homophily 0.7 --features 100 --snr 0.6 --seed 1
 common=(train --data "$g" --layers 3 --hidden 128 --epochs 10 --seed 3 --quiet)
-"$bin" "${common[@]}" --device cuda --metrics "$out/one-gpu.jsonl"
+"$bin" "${common[@]}" --device cuda --verbose --metrics "$out/one-gpu.jsonl" # --verbose: the GPU bound
 "$bin" "${common[@]}" --device cpu --metrics "$out/one-cpu.jsonl"
 loss_match() { # a.jsonl b.jsonl tolerance
   python3 - "$@" <<'PY'
