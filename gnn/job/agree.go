@@ -31,9 +31,10 @@ type setting = ckpt.Setting
 // data, not read yet), and the flags that change how ranks communicate.
 // Left out, as they may differ between nodes without changing the result:
 // paths (a node may mount the data elsewhere: the data are compared after
-// loading), --threads (results do not depend on it), --comm-timeout,
-// --comm (a rank told local never joins), console output and rank 0's
-// outputs (--metrics, --checkpoint and its cadence, --cpuprofile).
+// loading), --threads (results do not depend on it), --gpu (nodes differ),
+// --comm-timeout, --comm (a rank told local never joins), console output
+// and rank 0's outputs (--metrics, --checkpoint and its cadence,
+// --cpuprofile).
 func (s *Spec) settings(worldSize int) []setting {
 	method, seed := s.Partition, s.PartitionSeed
 	if s.Parts != "" {
