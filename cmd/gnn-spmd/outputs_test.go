@@ -104,12 +104,19 @@ func TestOutputProbed(t *testing.T) {
 	}
 }
 
-// TestUsageBeyondGraph: more ranks or parts than nodes is a usage error.
-func TestUsageBeyondGraph(t *testing.T) {
+// TestSizesRefused: sizes beyond the graph or the machine are refused
+// before anything is allocated or written: more ranks or parts than nodes,
+// a model wider than memory, a class id beyond the node count.
+func TestSizesRefused(t *testing.T) {
 	dir := t.TempDir()
 	g := genGraph(t, dir, "3") // 2000 nodes
 	wantRefused(t, []string{dir}, "train: 100000 ranks for 2000 nodes", "train", "--data", g, "--ranks", "100000", "--epochs", "1")
 	wantRefused(t, []string{dir}, "partition: 5000 parts for 2000 nodes", "partition", "--data", g, "--parts", "5000", "--out", filepath.Join(dir, "p"))
+	wantRefused(t, []string{dir}, "train: the model and halo buffers need an estimated", "train", "--data", g, "--hidden", "1000000000", "--epochs", "1",
+		"--metrics", filepath.Join(dir, "m.jsonl"))
+	ogb := writeOGB(t, map[string]string{"raw/node-label.csv": "0\n1\n16777215\n1\n"}, false)
+	wantRefused(t, []string{dir, ogb}, "node-label.csv:3: label: is 16777215, expected -1 (unlabelled) or a class id in [0, 1024)", "train", "--data", ogb, "--epochs", "1",
+		"--metrics", filepath.Join(dir, "m.jsonl"))
 }
 
 // TestCheckpointLocked: a second run naming the checkpoint (or the
