@@ -150,7 +150,13 @@ func syncPath(path string) error {
 // RemoveStale removes the temporary files of path that a writer left
 // behind: those whose process is gone. It returns what it removed.
 func RemoveStale(path string) []string {
-	dir, s := filepath.Dir(path), stem(path)
+	prefix := stem(path) + "."
+	return removeDead(filepath.Dir(path), func(name string) bool { return strings.HasPrefix(name, prefix) })
+}
+
+// removeDead removes the temporary files in dir whose name match accepts
+// and whose writer (the pid in the name) is gone, and returns them.
+func removeDead(dir string, match func(name string) bool) []string {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
@@ -158,13 +164,12 @@ func RemoveStale(path string) []string {
 	var removed []string
 	for _, e := range ents {
 		name := e.Name()
-		pid, ok := strings.CutPrefix(name, s+".")
-		if !ok {
+		// ".<prefix>~<hash>.<pid>.tmp"; the prefix may hold dots.
+		f := strings.Split(name, ".")
+		if len(f) < 4 || f[0] != "" || f[len(f)-1] != "tmp" || !strings.Contains(name, "~") || !match(name) {
 			continue
 		}
-		pid, ok = strings.CutSuffix(pid, ".tmp")
-		n, err := strconv.Atoi(pid)
-		if !ok || err != nil || n <= 0 || alive(n) && n != os.Getpid() {
+		if n, err := strconv.Atoi(f[len(f)-2]); err != nil || n <= 0 || alive(n) && n != os.Getpid() {
 			continue
 		}
 		if os.Remove(filepath.Join(dir, name)) == nil {
@@ -204,24 +209,5 @@ func WriteStream(path string, write func(w io.Writer) error) error {
 // writers now gone left behind; for a directory one run owns (a
 // partition), whose file names a killed run may have used are not known.
 func RemoveStaleIn(dir string) []string {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var removed []string
-	for _, e := range ents {
-		name := e.Name()
-		f := strings.Split(name, ".")
-		// "", "<prefix>~<hash>", "<pid>", "tmp" (the prefix may hold dots)
-		if len(f) < 4 || f[0] != "" || f[len(f)-1] != "tmp" || !strings.Contains(name, "~") {
-			continue
-		}
-		if n, err := strconv.Atoi(f[len(f)-2]); err != nil || n <= 0 || alive(n) && n != os.Getpid() {
-			continue
-		}
-		if os.Remove(filepath.Join(dir, name)) == nil {
-			removed = append(removed, filepath.Join(dir, name))
-		}
-	}
-	return removed
+	return removeDead(dir, func(string) bool { return true })
 }
