@@ -96,13 +96,16 @@ func check(path string, st os.FileInfo) error {
 		err, _ := err.(error)
 		return err
 	}
-	err := runScan(path)
+	err := Scan(path)
 	scanned.Store(key, err)
 	return err
 }
 
-// runScan scans path in a child process; see check.
-func runScan(path string) error {
+// Scan reads the HDF5 file at path whole in a child process under limits,
+// as Read does before it opens a file (the outcome is not remembered), and
+// returns a *data.InputError when libhdf5 fails, crashes, hangs or bloats
+// on it. Where this program cannot start itself again it returns nil.
+func Scan(path string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/gen"
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/data/h5/h5test"
 	"github.com/gnn-spmd/gnn-spmd/data/internal/datatest"
@@ -410,5 +411,54 @@ func TestPartitionFileMetaMalformed(t *testing.T) {
 		}
 		_, err := ReadPartitionMeta(dir)
 		wantInputError(t, c.name, err, path, c.want)
+	}
+}
+
+// benchParts writes a 4-part random partition of a 1M-node graph (128
+// features) and returns its directory and the size of part 1's file.
+func benchParts(b *testing.B) (string, int64) {
+	b.Helper()
+	ds, err := gen.Generate(gen.Options{Nodes: 1 << 20, Classes: 16, AvgDegree: 20, Homophily: 0.6, Features: 128, SNR: 1, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	split := ds.SplitNames()[0]
+	parts, err := Partition(ds, split, 4, MethodRandom, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	if err := WritePartition(dir, ds, split, MethodRandom, 1, parts, 4); err != nil {
+		b.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, PartFileName(1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return dir, st.Size()
+}
+
+// BenchmarkReadShard reads part 1 of 4 of a 1M-node graph (meta.h5 and its
+// part file) from a warm page cache, their scans remembered;
+// BenchmarkScanShard is what a fresh process adds: both files' scans.
+func BenchmarkReadShard(b *testing.B) {
+	dir, size := benchParts(b)
+	b.SetBytes(size)
+	for b.Loop() {
+		if _, _, err := ReadShard(dir, 1, 4); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkScanShard(b *testing.B) {
+	dir, size := benchParts(b)
+	b.SetBytes(size)
+	for b.Loop() {
+		for _, f := range []string{MetaPath(dir), filepath.Join(dir, PartFileName(1))} {
+			if err := h5.Scan(f); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }
