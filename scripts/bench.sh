@@ -38,6 +38,10 @@ if [ ! -f "$data" ]; then
   "$work/gnn-spmd" gen --out "$data" --nodes "$NODES" --degree "$DEGREE" --features 128 --classes 40 --homophily 0.7 --snr 1 --seed 1 | tee "$work/gen.txt"
 fi
 
+echo "bench: the epoch against this machine's roofline"
+GNN_SPMD_BENCH_DATA="$data" GNN_SPMD_ROOFLINE_OUT="$work/roofline.md" \
+  go test -tags cpu -run '^$' -bench 'EpochRoofline' -benchtime 2x ./gnn >/dev/null
+
 # median epoch time over epochs 1.. (epoch 0 warms caches and the allocator)
 median_epoch() { python3 -c '
 import json,sys,statistics
@@ -191,6 +195,15 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   echo '```'
   cat "$work/kernels-openblas.txt"
   echo '```'
+  echo
+  echo "## The epoch against the roofline"
+  echo
+  echo "One process, the benchmark graph and model (\`BenchmarkEpochRoofline\` in \`gnn\`): each phase's"
+  echo "kernel time per epoch against the time this machine's limits allow it: the dense products'"
+  echo "FLOPs at the sgemm rate measured at the model's shape, every other kernel's bytes (each input"
+  echo "read once, each output written once; \`kernels.PhaseTimer\`) at the all-core copy bandwidth."
+  echo
+  cat "$work/roofline.md"
   echo
   echo "## Data loading (go test -bench ./data/...)"
   echo
