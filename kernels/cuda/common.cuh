@@ -6,8 +6,10 @@
 // -fmad=false, so no product is fused into an add unless the code calls
 // fma() explicitly (only goexp below does, as Go's amd64 Exp does).
 //
-// The helpers are __host__ __device__ so that a host program can include a
-// .cu file and check its row and element routines against the Go code.
+// The helpers here and the per-row and per-element routines of the kernels
+// (codec.cuh, dense.cuh, sparse.cuh, which hold no __global__ kernel) are
+// __host__ __device__: kernels/cuda/hosttwin compiles them with a host C++
+// compiler and checks them against the Go code bit for bit.
 #ifndef GNN_SPMD_KERNELS_COMMON_CUH
 #define GNN_SPMD_KERNELS_COMMON_CUH
 
@@ -16,6 +18,14 @@
 #else
 #include <math.h>
 #include <string.h>
+#endif
+
+// A host C compiler (the twin test's, not nvcc) sees the routines as plain
+// static inline C functions.
+#ifndef __CUDACC__
+#define __host__
+#define __device__
+#define __forceinline__ static inline
 #endif
 
 // FLT_MAX without <float.h> (math.MaxFloat32 in Go).
@@ -27,6 +37,16 @@ __host__ __device__ __forceinline__ unsigned long long mix64(unsigned long long 
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
+}
+
+// min_i and min_ll: the host has no overloaded min().
+__host__ __device__ __forceinline__ int min_i(int a, int b) { return a < b ? a : b; }
+__host__ __device__ __forceinline__ long long min_ll(long long a, long long b) { return a < b ? a : b; }
+
+// row_key is the hash key of a row's draws (dropout, codecs): h ^
+// uint64(uint32(id))<<32, the column counter going in the low half.
+__host__ __device__ __forceinline__ unsigned long long row_key(unsigned long long h, int id) {
+    return h ^ ((unsigned long long)(unsigned int)id << 32);
 }
 
 // f32bits and f32frombits are math.Float32bits and math.Float32frombits.

@@ -22,11 +22,11 @@ PTX_OUT := $(patsubst kernels/cuda/%.cu,kernels/cuda/ptx/%.sm80.ptx,$(PTX_SRC)) 
 
 ptx: $(PTX_OUT)
 
-kernels/cuda/ptx/%.sm80.ptx: kernels/cuda/%.cu kernels/cuda/common.cuh
+kernels/cuda/ptx/%.sm80.ptx: kernels/cuda/%.cu $(wildcard kernels/cuda/*.cuh)
 	@mkdir -p $(@D)
 	$(NVCC) -ptx -arch=compute_80 $(PTX_NVCCFLAGS) $(PTX_WERROR) -o $@ $<
 
-kernels/cuda/ptx/%.sm90.ptx: kernels/cuda/%.cu kernels/cuda/common.cuh
+kernels/cuda/ptx/%.sm90.ptx: kernels/cuda/%.cu $(wildcard kernels/cuda/*.cuh)
 	@mkdir -p $(@D)
 	$(NVCC) -ptx -arch=compute_90 $(PTX_NVCCFLAGS) $(PTX_WERROR) -o $@ $<
 

@@ -1,0 +1,224 @@
+// Per-row and per-element routines of the halo codecs (codec.cu), kept
+// apart from the __global__ kernels so that a host compiler can include
+// them (kernels/cuda/hosttwin tests them against comm/codec bit for bit).
+#ifndef GNN_SPMD_KERNELS_CODEC_CUH
+#define GNN_SPMD_KERNELS_CODEC_CUH
+
+#include "common.cuh"
+
+// ---- quant(b), b in 1..8 ----
+
+// quant_stride is the payload bytes per row: 8 + ceil(cols*b/8).
+__host__ __device__ __forceinline__ long long quant_stride(int cols, int b) {
+    return 8 + ((long long)cols * b + 7) / 8;
+}
+
+// quant_params is rowParams after the min/max pass: lo and hi are the
+// smallest and largest non-NaN values (lo > hi when there are none), n =
+// 2^b-1. It returns lo and sets scale and inv.
+__host__ __device__ __forceinline__ float quant_params(float lo, float hi, float n, float* scale,
+                                                       float* inv) {
+    if (lo > hi) { // only NaN, or no columns
+        *scale = 0.0f;
+        *inv = 0.0f;
+        return 0.0f;
+    }
+    // lo+0 and hi+0 (-0 -> +0; no other value changes), written as a
+    // select so that no optimizer can drop the addition.
+    if (lo == 0.0f) lo = 0.0f;
+    if (hi == 0.0f) hi = 0.0f;
+    float s = (hi - lo) / n;
+    if (!(s <= GNN_FLT_MAX)) s = GNN_FLT_MAX / n;
+    while (lo + (n * s) > hi) s = nextafterf(s, 0.0f);
+    const float iv = 1.0f / s;
+    if (iv > GNN_FLT_MAX) {
+        *scale = 0.0f;
+        *inv = 0.0f;
+        return lo;
+    }
+    *scale = s;
+    *inv = iv;
+    return lo;
+}
+
+// quant_code is code(): the b-bit code of x with the 24-bit draw u24.
+__host__ __device__ __forceinline__ unsigned int quant_code(float x, float lo, float inv, float n,
+                                                            unsigned int u24) {
+    float f = (x - lo) * inv;
+    if (!(f >= 0.0f)) f = 0.0f;
+    if (f > n) f = n;
+    const int q = (int)f;
+    const float u = (float)(int)u24 * (1.0f / 16777216.0f);
+    return (unsigned int)q + (f32bits(u - (f - (float)q)) >> 31);
+}
+
+// quant_group writes codes 8g .. min(8g+8, cols)-1 of row x into the code
+// area out (the payload row after its 8-byte header): they fill bytes
+// g*b .. g*b+b-1 exactly (LSB first), or, for a last partial group, its
+// first ceil(count*b/8) bytes with the unused high bits 0.
+__host__ __device__ __forceinline__ void quant_group(const float* x, int cols, int b, int g, float lo,
+                                                     float inv, float n, unsigned long long key,
+                                                     unsigned char* out) {
+    const int j0 = 8 * g;
+    const int cnt = min_i(8, cols - j0);
+    unsigned long long acc = 0, z = 0;
+    for (int t = 0; t < cnt; t++) {
+        const int j = j0 + t;
+        unsigned int u24;
+        if ((t & 1) == 0) { // j0 is even, so t and j have the same parity
+            z = mix64(key ^ (unsigned long long)(unsigned int)(j >> 1));
+            u24 = (unsigned int)(z >> 40);
+        } else {
+            u24 = (unsigned int)((z >> 16) & 0xffffff);
+        }
+        acc |= (unsigned long long)quant_code(x[j], lo, inv, n, u24) << (t * b);
+    }
+    const int nbytes = (cnt * b + 7) / 8;
+    out += (long long)g * b;
+    for (int k = 0; k < nbytes; k++) out[k] = (unsigned char)(acc >> (8 * k));
+}
+
+// put_f32le stores v little-endian at p (payload rows are not 4-aligned).
+__host__ __device__ __forceinline__ void put_f32le(unsigned char* p, float v) {
+    const unsigned int w = f32bits(v);
+    p[0] = (unsigned char)w;
+    p[1] = (unsigned char)(w >> 8);
+    p[2] = (unsigned char)(w >> 16);
+    p[3] = (unsigned char)(w >> 24);
+}
+
+__host__ __device__ __forceinline__ float get_f32le(const unsigned char* p) {
+    return f32frombits((unsigned int)p[0] | (unsigned int)p[1] << 8 | (unsigned int)p[2] << 16 |
+                       (unsigned int)p[3] << 24);
+}
+
+// quant_decode_value is x^ of code j of a payload row's code area in:
+// lo + (float(q)*scale), the product rounded before the sum.
+__host__ __device__ __forceinline__ float quant_decode_value(const unsigned char* in, int b, int j, float lo,
+                                                             float scale) {
+    const long long bit = (long long)j * b;
+    const long long byte = bit >> 3;
+    const int sh = (int)(bit & 7);
+    unsigned int w = in[byte];
+    if (sh + b > 8) w |= (unsigned int)in[byte + 1] << 8; // the code spans two bytes
+    const unsigned int q = (w >> sh) & ((1u << b) - 1u);
+    return lo + ((float)q * scale);
+}
+
+// quant_minmax_lane is lane `lane` of `lanes`' share of the min/max pass:
+// the smallest and largest of x[lane], x[lane+lanes], ... (NaN skipped;
+// +Inf and -Inf when the lane has no value).
+__host__ __device__ __forceinline__ void quant_minmax_lane(const float* x, int cols, int lane, int lanes, float* lo,
+                                                           float* hi) {
+    float l = f32frombits(0x7f800000u), h = f32frombits(0xff800000u);
+    for (int j = lane; j < cols; j += lanes) {
+        const float v = x[j];
+        if (v < l) l = v;
+        if (v > h) h = v;
+    }
+    *lo = l;
+    *hi = h;
+}
+
+// quant_minmax_merge folds another lane's (ol, oh) into (lo, hi). The min
+// and max of the non-NaN values do not depend on the order of the folds, up
+// to the sign of zero, which quant_params normalises.
+__host__ __device__ __forceinline__ void quant_minmax_merge(float* lo, float* hi, float ol, float oh) {
+    if (ol < *lo) *lo = ol;
+    if (oh > *hi) *hi = oh;
+}
+
+// quant_header writes a payload row's 8-byte header: lo, then scale.
+__host__ __device__ __forceinline__ void quant_header(unsigned char* out, float lo, float scale) {
+    put_f32le(out, lo);
+    put_f32le(out + 4, scale);
+}
+
+// quant_decode_elem is element e (row i = e/cols, column j) of a quant(b)
+// payload: the row's header, then code j.
+__host__ __device__ __forceinline__ float quant_decode_elem(long long e, int cols, int b, const unsigned char* src) {
+    const long long i = e / cols;
+    const int j = (int)(e - i * cols);
+    const unsigned char* in = src + i * quant_stride(cols, b);
+    return quant_decode_value(in + 8, b, j, get_f32le(in), get_f32le(in + 4));
+}
+
+// ---- quant(16): bf16 ----
+
+// to_bf16 is toBF16: w rounded to bf16 with the 16 random bits r.
+__host__ __device__ __forceinline__ unsigned short to_bf16(unsigned int w, unsigned int r) {
+    const unsigned int a = w & 0x7fffffffu;
+    if (a >= 0x7f800000u) {
+        if (a > 0x7f800000u) return (unsigned short)((w >> 16) | 0x0040u); // NaN
+        return (unsigned short)(w >> 16);                                 // +-Inf
+    }
+    unsigned int o = (w + r) >> 16;
+    if ((o & 0x7fffu) == 0x7f80u) o--; // carried into Inf: largest finite
+    return (unsigned short)o;
+}
+
+// bf16_encode_quad encodes columns 4q .. min(4q+4, cols)-1 of row x: one
+// hash z = mix64(key ^ q) serves the four, column 4q+t taking bits
+// 16t .. 16t+15.
+__host__ __device__ __forceinline__ void bf16_encode_quad(const float* x, int cols, int q, unsigned long long key,
+                                                          unsigned short* out) {
+    const unsigned long long z = mix64(key ^ (unsigned long long)(unsigned int)q);
+    const int j0 = 4 * q;
+    const int cnt = min_i(4, cols - j0);
+    for (int t = 0; t < cnt; t++)
+        out[j0 + t] = to_bf16(f32bits(x[j0 + t]), (unsigned int)(z >> (16 * t)) & 0xffffu);
+}
+
+// bf16_encode_at is quad e (row i = e/quads, quad q) of bf16_encode:
+// payload row i from source row idx ? idx[i] : i, keyed by i.
+__host__ __device__ __forceinline__ void bf16_encode_at(long long e, int cols, const int* idx, const float* src,
+                                                        unsigned short* dst, unsigned long long h) {
+    const int quads = (int)(((long long)cols + 3) / 4);
+    const long long i = e / quads;
+    const int q = (int)(e - i * quads);
+    const long long r = idx != NULL ? idx[i] : i;
+    bf16_encode_quad(src + r * cols, cols, q, row_key(h, (int)i), dst + i * cols);
+}
+
+// bf16_decode_value: Float32frombits(v << 16), exact.
+__host__ __device__ __forceinline__ float bf16_decode_value(unsigned short v) {
+    return f32frombits((unsigned int)v << 16);
+}
+
+// ---- trunc ----
+
+// trunc_encode_elem is element e (payload row i = e/k, column c < k) of
+// trunc_encode: src[r][c] with r = idx ? idx[i] : i.
+__host__ __device__ __forceinline__ float trunc_encode_elem(long long e, int cols, int k, const int* idx,
+                                                            const float* src) {
+    const long long i = e / k;
+    const int c = (int)(e - i * k);
+    const long long r = idx != NULL ? idx[i] : i;
+    return src[r * cols + c];
+}
+
+// trunc_decode_elem is element e (row i = e/cols, column c) of
+// trunc_decode: the kept value for c < k, else 0.
+__host__ __device__ __forceinline__ float trunc_decode_elem(long long e, int cols, int k, const float* src) {
+    const long long i = e / cols;
+    const int c = (int)(e - i * cols);
+    return c < k ? src[i * k + c] : 0.0f;
+}
+
+// ---- compression error ----
+
+// sq_diff_terms adds element e's terms to (ae, an): with v = double(src[r][j])
+// (r = idx ? idx[i] : i), (v - double(dec[e]))^2 and v^2, the terms of
+// comm/halo.go Forward's ErrSq and NormSq.
+__host__ __device__ __forceinline__ void sq_diff_terms(long long e, int cols, const int* idx, const float* src,
+                                                       const float* dec, double* ae, double* an) {
+    const long long i = e / cols;
+    const int j = (int)(e - i * cols);
+    const long long r = idx != NULL ? idx[i] : i;
+    const double v = (double)src[r * cols + j];
+    const double d = v - (double)dec[e];
+    *ae += d * d;
+    *an += v * v;
+}
+
+#endif // GNN_SPMD_KERNELS_CODEC_CUH
