@@ -37,7 +37,9 @@ type PhaseTimer struct {
 func NewPhaseTimer(d Device) *PhaseTimer { return &PhaseTimer{Device: d} }
 
 // Reset zeroes the counts.
-func (t *PhaseTimer) Reset() { t.Seconds, t.Flops, t.Bytes = [NumPhases]float64{}, [NumPhases]float64{}, [NumPhases]float64{} }
+func (t *PhaseTimer) Reset() {
+	t.Seconds, t.Flops, t.Bytes = [NumPhases]float64{}, [NumPhases]float64{}, [NumPhases]float64{}
+}
 
 func (t *PhaseTimer) add(p Phase, start time.Time, bytes float64) {
 	t.Seconds[p] += time.Since(start).Seconds()

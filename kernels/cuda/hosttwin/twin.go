@@ -276,7 +276,9 @@ func SqDiff(rows, cols int, idx []int32, src, dec []float32) (errSq, normSq floa
 }
 
 // AddBias is add_bias on a rows x F matrix y.
-func AddBias(y []float32, rows, F int, b []float32) { C.twin_add_bias(C.int(rows), C.int(F), fp(y), fp(b)) }
+func AddBias(y []float32, rows, F int, b []float32) {
+	C.twin_add_bias(C.int(rows), C.int(F), fp(y), fp(b))
+}
 
 // BiasGrad is bias_grad_partial then bias_grad_finish.
 func BiasGrad(dy []float32, rows, F, rowsPerChunk int, db []float32, accumulate bool) {
@@ -289,7 +291,9 @@ func BiasGrad(dy []float32, rows, F, rowsPerChunk int, db []float32, accumulate 
 func ReLU(x, y []float32) { C.twin_relu(C.longlong(len(x)), fp(x), fp(y)) }
 
 // ReLUBackward is relu_backward.
-func ReLUBackward(y, dy, dx []float32) { C.twin_relu_backward(C.longlong(len(y)), fp(y), fp(dy), fp(dx)) }
+func ReLUBackward(y, dy, dx []float32) {
+	C.twin_relu_backward(C.longlong(len(y)), fp(y), fp(dy), fp(dx))
+}
 
 // Mul is mul.
 func Mul(x, m, y []float32) { C.twin_mul(C.longlong(len(x)), fp(x), fp(m), fp(y)) }
