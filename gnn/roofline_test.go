@@ -12,8 +12,8 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/datafile"
 	"github.com/gnn-spmd/gnn-spmd/data/gen"
-	"github.com/gnn-spmd/gnn-spmd/kernels"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
+	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
 // BenchmarkEpochRoofline trains the benchmark model (3-layer GraphSAGE-256)
