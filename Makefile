@@ -65,7 +65,7 @@ test: build vet
 # Go may fuse a*b + c: they must still give the bits of the GPU kernels
 # (built with -fmad=false) and of the default build.
 test-fma: deps
-	@if grep -qw fma /proc/cpuinfo; then GOAMD64=v3 go test $(GOFLAGS_TAGS) -count=1 ./kernels ./comm/codec ./gnn/job; \
+	@if grep -qw fma /proc/cpuinfo; then GOAMD64=v3 go test $(GOFLAGS_TAGS) -count=1 ./kernels ./kernels/cuda/hosttwin ./comm/codec ./gnn/job; \
 	else echo "test-fma: this CPU has no FMA; skipped"; fi
 
 # The corrupt-byte sweep over every byte of a small dataset, part file and

@@ -83,7 +83,7 @@ func (*Host) SqDiff(idx []int32, src, dec *kernels.Mat, lo int) (errSq, normSq f
 		y := dec.Row(lo + k)
 		for j, v := range src.Row(int(r)) {
 			d := float64(v) - float64(y[j])
-			errSq += d * d
+			errSq += float64(d * d) // rounded before the sum, never fused: the GPU's bits
 			normSq += float64(v) * float64(v)
 		}
 	}
