@@ -21,18 +21,22 @@
 //	                stochastically rounded; 2*rows*cols bytes.
 //	quant(32)       raw float32, identical to none.
 //
-// Random draws come from the project's counter-based hash (rng.Mix64, the
-// splitmix64 finaliser): for row i (0-based, within the call) and counter c,
+// Random draws (wire version 2) come from Philox4x32-10 (rng.Philox4x32):
+// one block of 128 bits serves 16 columns, 8 bits each, so that a vector
+// unit makes the draws of 128 columns with one pass of 8 blocks and a GPU
+// thread those of its columns with one block. With h = Mix64(seed) and
+// key = (uint32(h), uint32(h>>32)), row i (0-based, within the call) and
+// column j take the byte
 //
-//	z(i, c) = Mix64(Mix64(seed) ^ (uint64(uint32(i))<<32 | uint64(uint32(c))))
+//	w      = Philox4x32((uint32(j/16), uint32(i), 0, 0), key)
+//	r(i,j) = byte j%16 of w, little endian: w[(j%16)/4] >> (8*(j%4)) & 0xff
 //
-// One hash feeds several columns, since
-// hashing dominates the encoders' cost:
-//
-//	quant(b<=8): column j uses 24 bits of z(i, j/2): bits 40..63 for even j,
-//	             bits 16..39 for odd j; u = float32(bits) * 2^-24, an exact
-//	             float32 in [0, 1).
-//	bf16:        column j uses the 16 bits 16*(j%4) .. 16*(j%4)+15 of z(i, j/4).
+// quant rounds up with probability (fraction in 1/256 steps)/256, comparing
+// r with it; bf16 adds 256*r + 128 (the draw's midpoint) to the discarded
+// low half. (Version 1 drew 24 or 16 bits per value from Mix64,
+// one hash per 2 or 4 columns, and hashing was most of the encoders' cost;
+// Philox needs only 32-bit multiplies, which vectorise, and 8 bits per
+// value halve its cost again.)
 package codec
 
 import (
@@ -47,7 +51,7 @@ import (
 
 // WireVersion is the version of the wire formats above. Ranks of one job
 // refuse to train unless their builds share it; change it with any format.
-const WireVersion = 1
+const WireVersion = 2
 
 // Spec is one codec: its kind and, for quant, the bits per value, for
 // trunc the rate that fixes the columns kept. It is all a device needs to
@@ -332,16 +336,23 @@ func ForRate(kind Kind, r float64) (Spec, error) {
 //	    scale = MaxFloat32 / n
 //	while lo + (n*scale) > hi: scale = next float32 below scale
 //	    (a few steps at most; it makes every decoded value lie in [lo, hi])
-//	inv   = 1 / scale; if inv is +Inf (scale 0 or below 2^-128): scale = inv = 0
-//	f     = (x - lo) * inv, clamped to [0, n] (NaN -> 0)
-//	q     = floor(f) + (u < f - floor(f) ? 1 : 0)        u as in the package doc
+//	inv   = 1 / scale; if inv > MaxFloat32/256 (scale 0 or below ~2^-120):
+//	        scale = inv = 0
+//	f     = (x - lo) * (256*inv), clamped to [0, 256n] (NaN -> 0): the
+//	        value in 1/256 steps (256*inv is exact, so f is 256 times the
+//	        rounded (x - lo) * inv)
+//	g     = f rounded to the nearest integer, ties to even
+//	q     = g>>8 + (r < g&255 ? 1 : 0)       r = r(i, j) of the package doc
 //
-// and Decode gives x^ = lo + (float32(q) * scale). With u uniform this makes
-// E[x^] = x up to float32 rounding (unbiased), |x^ - x| <= scale (one step)
-// plus half an ulp of the row's magnitude (rounding of the sum), and
-// lo <= x^ <= hi. A constant row (hi == lo) decodes exactly.
+// and Decode gives x^ = lo + (float32(q) * scale). With r uniform, E[q] =
+// g/256 exactly, so E[x^] = x up to float32 rounding and 2^-9 of a step
+// (unbiased), |x^ - x| <= scale (one step) plus half an ulp of the row's
+// magnitude (rounding of the sum), and lo <= x^ <= hi. A constant row
+// (hi == lo) decodes exactly. (Rounding f to 1/256 of a step first makes
+// the stochastic part an integer comparison with the 8-bit draw, which is
+// what a vector unit does fastest.)
 // Corner cases, outside what the trainer produces (it guarantees finite
-// activations): a row whose range is below ~2^-128*n is sent as constant lo
+// activations): a row whose range is below ~2^-120*n is sent as constant lo
 // (error below that tiny range); a finite row whose range exceeds
 // MaxFloat32 still decodes finite and inside [lo, hi], but values above
 // lo + MaxFloat32 are clamped to it; NaN values decode to lo; rows with
@@ -378,14 +389,20 @@ func rowParams(row []float32, n float32) (lo, scale, inv float32) {
 		scale = math.Nextafter32(scale, 0)
 	}
 	inv = 1 / scale
-	if inv > math.MaxFloat32 {
+	if inv > math.MaxFloat32/256 { // 256*inv must be finite
 		return lo, 0, 0
 	}
 	return lo, scale, inv
 }
 
 func quantEncode(dst []byte, src []float32, rows, cols int, b uint, seed uint64) {
-	h := rng.Mix64(seed)
+	if rows == 0 {
+		return
+	}
+	if encodeFast(dst, src, rows, cols, int(b), seed) {
+		return
+	}
+	key := philoxKey(seed)
 	n := float32(int(1)<<b - 1)
 	st := quantStride(cols, b)
 	for i := range rows {
@@ -394,76 +411,58 @@ func quantEncode(dst []byte, src []float32, rows, cols int, b uint, seed uint64)
 		lo, scale, inv := rowParams(row, n)
 		binary.LittleEndian.PutUint32(out[0:], math.Float32bits(lo))
 		binary.LittleEndian.PutUint32(out[4:], math.Float32bits(scale))
-		key := h ^ uint64(uint32(i))<<32
-		if b == 8 {
-			pack8(out[8:], row, lo, inv, n, key)
-		} else {
-			pack(out[8:], row, b, lo, inv, n, key)
-		}
+		pack(out[8:], row, i, b, lo, 256*inv, 256*n, key)
 	}
 }
 
-// code is q for value x with the 24-bit draw u24 (u = u24 * 2^-24).
-func code(x, lo, inv, n float32, u24 uint64) uint64 {
-	f := float32((x - lo) * inv) // the conversion forbids fusing into an FMA below
+// philoxKey is the draws' key for a message seed (see the package doc).
+func philoxKey(seed uint64) [2]uint32 {
+	h := rng.Mix64(seed)
+	return [2]uint32{uint32(h), uint32(h >> 32)}
+}
+
+// draw is the byte of column j%16 in its block w.
+func draw(w *[4]uint32, j int) uint32 { return w[j>>2&3] >> (8 * uint(j&3)) & 0xff }
+
+// code is q for value x with the 8-bit draw r; inv256 = 256*inv and n256
+// = 256*n.
+func code(x, lo, inv256, n256 float32, r uint32) uint64 {
+	f := float32((x - lo) * inv256)
 	if !(f >= 0) {
 		f = 0
 	}
-	if f > n {
-		f = n
+	if f > n256 {
+		f = n256
 	}
-	q := int32(f)
-	// q+1 when u < f - q, without a branch (it is taken at random): u - r
-	// is negative exactly when u < r (float subtraction keeps the sign).
-	u := float32(int32(u24)) * (1.0 / (1 << 24))
-	return uint64(q) + uint64(math.Float32bits(u-(f-float32(q)))>>31)
+	g := uint32(math.RoundToEven(float64(f))) // exact: f <= 65280
+	// +1 when r < g&255, without a branch (it is taken at random).
+	return uint64(g>>8) + uint64((r-g&255)>>31)
 }
 
-// pack writes the b-bit codes of row into out (len ceil(len(row)*b/8)),
-// two columns per hash.
-func pack(out []byte, row []float32, b uint, lo, inv, n float32, key uint64) {
-	var acc uint64 // pending bits, at most 31 + 2*7
-	var nb uint
-	o := 0
-	j := 0
-	for ; j+1 < len(row); j += 2 {
-		z := rng.Mix64(key ^ uint64(uint32(j>>1)))
-		q := code(row[j], lo, inv, n, z>>40) | code(row[j+1], lo, inv, n, z>>16&0xffffff)<<b
-		acc |= q << nb
-		nb += 2 * b
-		if nb >= 32 {
-			binary.LittleEndian.PutUint32(out[o:], uint32(acc))
-			acc >>= 32
-			nb -= 32
-			o += 4
+// pack writes the b-bit codes of row i into out (len ceil(len(row)*b/8)):
+// a group of 8 codes fills b bytes; one Philox block draws for 2 groups.
+func pack(out []byte, row []float32, i int, b uint, lo, inv256, n256 float32, key [2]uint32) {
+	var w [4]uint32
+	for g := 0; 8*g < len(row); g++ {
+		if g%2 == 0 {
+			w = rng.Philox4x32([4]uint32{uint32(g / 2), uint32(i), 0, 0}, key)
 		}
-	}
-	if j < len(row) { // odd width: the last column
-		acc |= code(row[j], lo, inv, n, rng.Mix64(key^uint64(uint32(j>>1)))>>40) << nb
-		nb += b
-	}
-	for ; nb > 0; nb -= min(nb, 8) {
-		out[o] = byte(acc)
-		acc >>= 8
-		o++
-	}
-}
-
-// pack8 is pack for b = 8: one byte per code.
-func pack8(out []byte, row []float32, lo, inv, n float32, key uint64) {
-	out = out[:len(row)]
-	j := 0
-	for ; j+1 < len(row); j += 2 {
-		z := rng.Mix64(key ^ uint64(uint32(j>>1)))
-		out[j] = byte(code(row[j], lo, inv, n, z>>40))
-		out[j+1] = byte(code(row[j+1], lo, inv, n, z>>16&0xffffff))
-	}
-	if j < len(row) {
-		out[j] = byte(code(row[j], lo, inv, n, rng.Mix64(key^uint64(uint32(j>>1)))>>40))
+		x := row[8*g : min(8*g+8, len(row))]
+		var acc uint64
+		for t, v := range x {
+			acc |= code(v, lo, inv256, n256, draw(&w, 8*g+t)) << (uint(t) * b)
+		}
+		o := out[int(b)*g:]
+		for k := range (len(x)*int(b) + 7) / 8 {
+			o[k] = byte(acc >> (8 * k))
+		}
 	}
 }
 
 func quantDecode(dst []float32, src []byte, rows, cols int, b uint) {
+	if decodeFast(dst, src, rows, cols, int(b)) {
+		return
+	}
 	st := quantStride(cols, b)
 	for i := range rows {
 		in := src[i*st : (i+1)*st]
@@ -568,7 +567,7 @@ func unpack(row []float32, in []byte, b uint, lo, scale float32) {
 
 // bf16 is quant(16): stochastic rounding of float32 to bfloat16.
 //
-// Encode, per value with bits w = Float32bits(x) and 16 random bits r
+// Encode, per value with bits w = Float32bits(x) and r = 256*r(i,j) + 128
 // (see the package doc):
 //
 //	NaN:     w>>16 | 0x0040 (quiet NaN, sign kept; never turns into Inf)
@@ -577,7 +576,7 @@ func unpack(row []float32, in []byte, b uint, lo, scale float32) {
 //	         finite bf16): o = largest finite bf16 of the same sign
 //
 // Adding r to the discarded low half rounds the magnitude up with
-// probability (low half)/2^16, which makes the result unbiased (except for
+// probability (low half)/2^16 (within 2^-9), which makes the result unbiased (except for
 // the saturation above 3.3895e38). Finite values stay finite, NaN stays
 // NaN, Inf stays Inf. Decode: Float32frombits(uint32(o) << 16), exact.
 // toBF16 rounds w with random bits r as specified above.
@@ -596,25 +595,30 @@ func toBF16(w, r uint32) uint16 {
 }
 
 func bf16Encode(dst []byte, src []float32, rows, cols int, seed uint64) {
-	h := rng.Mix64(seed)
+	if rows == 0 || cols == 0 {
+		return
+	}
+	if encodeFast(dst, src, rows, cols, 16, seed) {
+		return
+	}
+	key := philoxKey(seed)
 	for i := range rows {
 		row := src[i*cols : (i+1)*cols]
 		out := dst[2*i*cols : 2*(i+1)*cols]
-		key := h ^ uint64(uint32(i))<<32
-		for j := 0; j < cols; j += 4 {
-			// One hash serves four columns, 16 bits each.
-			z := rng.Mix64(key ^ uint64(uint32(j>>2)))
-			x := row[j:min(j+4, cols)]
-			o := out[2*j : 2*j+2*len(x)]
-			for t, v := range x {
-				w := toBF16(math.Float32bits(v), uint32(z>>(16*uint(t)))&0xffff)
-				o[2*t], o[2*t+1] = byte(w), byte(w>>8)
+		for j0 := 0; j0 < cols; j0 += 16 {
+			w := rng.Philox4x32([4]uint32{uint32(j0 / 16), uint32(i), 0, 0}, key)
+			for j := j0; j < min(j0+16, cols); j++ {
+				o := toBF16(math.Float32bits(row[j]), draw(&w, j)<<8|0x80)
+				out[2*j], out[2*j+1] = byte(o), byte(o>>8)
 			}
 		}
 	}
 }
 
 func bf16Decode(dst []float32, src []byte) {
+	if decodeFast(dst, src, 1, len(dst), 16) {
+		return
+	}
 	src = src[:2*len(dst)]
 	for j := range dst {
 		dst[j] = math.Float32frombits(uint32(src[2*j])<<16 | uint32(src[2*j+1])<<24)

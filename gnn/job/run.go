@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
@@ -173,7 +174,8 @@ func (j *job) newReporter(info *Info, ck *checkpointer) (*reporter, error) {
 		info.Communication = fmt.Sprintf("halo compression %s forward, %s backward, schedule %s",
 			cc.Codec, cc.Backward(), cc.ScheduleName(j.spec.Run.Epochs))
 	}
-	info.Device = fmt.Sprintf("cpu (threads per rank: %d), gemm %s", j.spec.ThreadsPerRank(j.spec.Ranks), kernels.GemmInfo())
+	info.Device = fmt.Sprintf("cpu (threads per rank: %d), gemm %s, codecs %s",
+		j.spec.ThreadsPerRank(j.spec.Ranks), kernels.GemmInfo(), codec.FastPath())
 	if j.spec.Device == "cuda" {
 		info.Device = "cuda (CUDA kernels, cuBLAS; one GPU per rank)"
 	}

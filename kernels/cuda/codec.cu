@@ -36,8 +36,8 @@ extern "C" __global__ void quant_encode(int rows, int cols, int b, const int* id
         lo = quant_params(lo, hi, n, &scale, &inv);
         unsigned char* out = dst + (long long)i * stride;
         if (lane == 0) quant_header(out, lo, scale);
-        const unsigned long long key = row_key(h, i);
-        for (int g = lane; g < groups; g += 32) quant_group(x, cols, b, g, lo, inv, n, key, out + 8);
+        for (int g = lane; g < groups; g += 32)
+            quant_group(x, cols, b, g, lo, 256 * inv, 256 * n, i, (unsigned int)h, (unsigned int)(h >> 32), out + 8);
     }
 }
 
@@ -49,11 +49,11 @@ extern "C" __global__ void quant_decode(int rows, int cols, int b, const unsigne
 // ---- quant(16): bf16 ----
 
 // bf16_encode: quant(16).Encode into dst (rows*cols bf16 values, little
-// endian on the device as on the wire). One thread per 4 columns of a row.
+// endian on the device as on the wire). One thread per 8 columns of a row.
 extern "C" __global__ void bf16_encode(int rows, int cols, const int* idx, const float* src, unsigned short* dst,
                                        unsigned long long h) {
-    const int quads = (int)(((long long)cols + 3) / 4);
-    GRID_STRIDE_LOOP(e, (long long)rows * quads) { bf16_encode_at(e, cols, idx, src, dst, h); }
+    const int groups = (int)(((long long)cols + 7) / 8);
+    GRID_STRIDE_LOOP(e, (long long)rows * groups) { bf16_encode_at(e, cols, idx, src, dst, h); }
 }
 
 // bf16_decode: dst[k] = Float32frombits(src[k] << 16), exact.

@@ -31,7 +31,7 @@ __host__ __device__ __forceinline__ float quant_params(float lo, float hi, float
     if (!(s <= GNN_FLT_MAX)) s = GNN_FLT_MAX / n;
     while (lo + (n * s) > hi) s = nextafterf(s, 0.0f);
     const float iv = 1.0f / s;
-    if (iv > GNN_FLT_MAX) {
+    if (iv > GNN_FLT_MAX / 256) { // 256*inv must be finite
         *scale = 0.0f;
         *inv = 0.0f;
         return lo;
@@ -41,38 +41,33 @@ __host__ __device__ __forceinline__ float quant_params(float lo, float hi, float
     return lo;
 }
 
-// quant_code is code(): the b-bit code of x with the 24-bit draw u24.
-__host__ __device__ __forceinline__ unsigned int quant_code(float x, float lo, float inv, float n,
-                                                            unsigned int u24) {
-    float f = (x - lo) * inv;
+// quant_code is code(): the b-bit code of x with the 8-bit draw r, inv256
+// = 256*inv, n256 = 256*n: f in 1/256 steps rounded to g, then g>>8 plus 1
+// when r < g&255.
+__host__ __device__ __forceinline__ unsigned int quant_code(float x, float lo, float inv256, float n256,
+                                                            unsigned int r) {
+    float f = (x - lo) * inv256;
     if (!(f >= 0.0f)) f = 0.0f;
-    if (f > n) f = n;
-    const int q = (int)f;
-    const float u = (float)(int)u24 * (1.0f / 16777216.0f);
-    return (unsigned int)q + (f32bits(u - (f - (float)q)) >> 31);
+    if (f > n256) f = n256;
+    const unsigned int g = rint_f32(f);
+    return (g >> 8) + (r < (g & 255u) ? 1u : 0u);
 }
 
-// quant_group writes codes 8g .. min(8g+8, cols)-1 of row x into the code
-// area out (the payload row after its 8-byte header): they fill bytes
-// g*b .. g*b+b-1 exactly (LSB first), or, for a last partial group, its
-// first ceil(count*b/8) bytes with the unused high bits 0.
+// quant_group writes codes 8g .. min(8g+8, cols)-1 of row i (values x)
+// into the code area out (the payload row after its 8-byte header): they
+// fill bytes g*b .. g*b+b-1 exactly (LSB first), or, for a last partial
+// group, its first ceil(count*b/8) bytes with the unused high bits 0. The
+// draws are half g%2 of Philox block (g/2, i) under key (k0, k1).
 __host__ __device__ __forceinline__ void quant_group(const float* x, int cols, int b, int g, float lo,
-                                                     float inv, float n, unsigned long long key,
-                                                     unsigned char* out) {
+                                                     float inv256, float n256, int i, unsigned int k0,
+                                                     unsigned int k1, unsigned char* out) {
+    unsigned int w[4];
+    philox4x32((unsigned int)(g >> 1), (unsigned int)i, k0, k1, w);
     const int j0 = 8 * g;
     const int cnt = min_i(8, cols - j0);
-    unsigned long long acc = 0, z = 0;
-    for (int t = 0; t < cnt; t++) {
-        const int j = j0 + t;
-        unsigned int u24;
-        if ((t & 1) == 0) { // j0 is even, so t and j have the same parity
-            z = mix64(key ^ (unsigned long long)(unsigned int)(j >> 1));
-            u24 = (unsigned int)(z >> 40);
-        } else {
-            u24 = (unsigned int)((z >> 16) & 0xffffff);
-        }
-        acc |= (unsigned long long)quant_code(x[j], lo, inv, n, u24) << (t * b);
-    }
+    unsigned long long acc = 0;
+    for (int t = 0; t < cnt; t++)
+        acc |= (unsigned long long)quant_code(x[j0 + t], lo, inv256, n256, draw8(w, 8 * (g & 1) + t)) << (t * b);
     const int nbytes = (cnt * b + 7) / 8;
     out += (long long)g * b;
     for (int k = 0; k < nbytes; k++) out[k] = (unsigned char)(acc >> (8 * k));
@@ -145,7 +140,7 @@ __host__ __device__ __forceinline__ float quant_decode_elem(long long e, int col
 
 // ---- quant(16): bf16 ----
 
-// to_bf16 is toBF16: w rounded to bf16 with the 16 random bits r.
+// to_bf16 is toBF16: w rounded to bf16 by adding r (256 draw + 128) to its low half.
 __host__ __device__ __forceinline__ unsigned short to_bf16(unsigned int w, unsigned int r) {
     const unsigned int a = w & 0x7fffffffu;
     if (a >= 0x7f800000u) {
@@ -157,27 +152,29 @@ __host__ __device__ __forceinline__ unsigned short to_bf16(unsigned int w, unsig
     return (unsigned short)o;
 }
 
-// bf16_encode_quad encodes columns 4q .. min(4q+4, cols)-1 of row x: one
-// hash z = mix64(key ^ q) serves the four, column 4q+t taking bits
-// 16t .. 16t+15.
-__host__ __device__ __forceinline__ void bf16_encode_quad(const float* x, int cols, int q, unsigned long long key,
-                                                          unsigned short* out) {
-    const unsigned long long z = mix64(key ^ (unsigned long long)(unsigned int)q);
-    const int j0 = 4 * q;
-    const int cnt = min_i(4, cols - j0);
+// bf16_encode_group encodes columns 8g .. min(8g+8, cols)-1 of row i
+// (values x): column j adds 256*r(i, j) + 128, r from half g%2 of Philox
+// block (g/2, i).
+__host__ __device__ __forceinline__ void bf16_encode_group(const float* x, int cols, int g, int i, unsigned int k0,
+                                                           unsigned int k1, unsigned short* out) {
+    unsigned int w[4];
+    philox4x32((unsigned int)(g >> 1), (unsigned int)i, k0, k1, w);
+    const int j0 = 8 * g;
+    const int cnt = min_i(8, cols - j0);
     for (int t = 0; t < cnt; t++)
-        out[j0 + t] = to_bf16(f32bits(x[j0 + t]), (unsigned int)(z >> (16 * t)) & 0xffffu);
+        out[j0 + t] = to_bf16(f32bits(x[j0 + t]), draw8(w, 8 * (g & 1) + t) << 8 | 0x80u);
 }
 
-// bf16_encode_at is quad e (row i = e/quads, quad q) of bf16_encode:
-// payload row i from source row idx ? idx[i] : i, keyed by i.
+// bf16_encode_at is group e (row i = e/groups, group g) of bf16_encode:
+// payload row i from source row idx ? idx[i] : i; h = Mix64(seed) gives
+// the key.
 __host__ __device__ __forceinline__ void bf16_encode_at(long long e, int cols, const int* idx, const float* src,
                                                         unsigned short* dst, unsigned long long h) {
-    const int quads = (int)(((long long)cols + 3) / 4);
-    const long long i = e / quads;
-    const int q = (int)(e - i * quads);
+    const int groups = (int)(((long long)cols + 7) / 8);
+    const long long i = e / groups;
+    const int g = (int)(e - i * groups);
     const long long r = idx != NULL ? idx[i] : i;
-    bf16_encode_quad(src + r * cols, cols, q, row_key(h, (int)i), dst + i * cols);
+    bf16_encode_group(src + r * cols, cols, g, (int)i, (unsigned int)h, (unsigned int)(h >> 32), dst + i * cols);
 }
 
 // bf16_decode_value: Float32frombits(v << 16), exact.

@@ -49,6 +49,33 @@ __host__ __device__ __forceinline__ unsigned long long row_key(unsigned long lon
     return h ^ ((unsigned long long)(unsigned int)id << 32);
 }
 
+// philox4x32 is rng.Philox4x32 (Philox4x32-10): the 128-bit block of
+// counter (c0, c1, 0, 0) under key (k0, k1), into w[0..3].
+__host__ __device__ __forceinline__ void philox4x32(unsigned int c0, unsigned int c1, unsigned int k0,
+                                                    unsigned int k1, unsigned int w[4]) {
+    unsigned int c2 = 0, c3 = 0;
+    for (int r = 0; r < 10; r++) {
+        if (r > 0) {
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        const unsigned long long p0 = (unsigned long long)0xD2511F53u * c0;
+        const unsigned long long p1 = (unsigned long long)0xCD9E8D57u * c2;
+        const unsigned int n0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0, n2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (unsigned int)p1;
+        c3 = (unsigned int)p0;
+        c0 = n0;
+        c2 = n2;
+    }
+    w[0] = c0, w[1] = c1, w[2] = c2, w[3] = c3;
+}
+
+// draw8 is byte t (0..15) of a block, little endian: comm/codec's r(i, j)
+// for t = j%16.
+__host__ __device__ __forceinline__ unsigned int draw8(const unsigned int w[4], int t) {
+    return (w[t >> 2] >> (8 * (t & 3))) & 0xffu;
+}
+
 // f32bits and f32frombits are math.Float32bits and math.Float32frombits.
 __host__ __device__ __forceinline__ unsigned int f32bits(float f) {
 #ifdef GNN_DEVICE_CODE
@@ -87,6 +114,16 @@ __host__ __device__ __forceinline__ unsigned long long f64bits(double f) {
     unsigned long long u;
     memcpy(&u, &f, 8);
     return u;
+#endif
+}
+
+// rint_f32 rounds f (0 <= f < 2^31) to the nearest integer, ties to even:
+// math.RoundToEven, and CVTPS2DQ in the default rounding mode.
+__host__ __device__ __forceinline__ unsigned int rint_f32(float f) {
+#ifdef GNN_DEVICE_CODE
+    return (unsigned int)__float2int_rn(f);
+#else
+    return (unsigned int)nearbyintf(f);
 #endif
 }
 

@@ -59,8 +59,8 @@ static int twin_quant_encode(int rows, int cols, int b, const int* idx, const fl
         }
         unsigned char* out = dst + (long long)i * stride;
         quant_header(out, lo0, scale0);
-        const unsigned long long key = row_key(h, i);
-        for (int g = 0; g < groups; g++) quant_group(x, cols, b, g, lo0, inv0, n, key, out + 8);
+        for (int g = 0; g < groups; g++)
+            quant_group(x, cols, b, g, lo0, 256 * inv0, 256 * n, i, (unsigned int)h, (unsigned int)(h >> 32), out + 8);
     }
     return 0;
 }
@@ -71,8 +71,8 @@ static void twin_quant_decode(int rows, int cols, int b, const unsigned char* sr
 
 static void twin_bf16_encode(int rows, int cols, const int* idx, const float* src, unsigned short* dst,
                              unsigned long long h) {
-    const int quads = (int)(((long long)cols + 3) / 4);
-    for (long long e = 0; e < (long long)rows * quads; e++) bf16_encode_at(e, cols, idx, src, dst, h);
+    const int groups = (int)(((long long)cols + 7) / 8);
+    for (long long e = 0; e < (long long)rows * groups; e++) bf16_encode_at(e, cols, idx, src, dst, h);
 }
 
 static void twin_bf16_decode(long long n, const unsigned short* src, float* dst) {

@@ -1,0 +1,386 @@
+//go:build amd64 && cgo
+
+// AVX2 encoders and decoders of the quant(b) and bf16 formats (codec.go
+// specifies them; the Go code there is the reference and the fallback).
+// The arithmetic is the reference's, per value and in the same float32
+// operations (ISO C: no contraction into fused multiply-adds; the vector
+// min and max keep the reference's NaN rule: a NaN operand loses), so the
+// payloads are byte-identical; Philox4x32-10 runs on 8 groups at once, one
+// block per 32-bit lane.
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include <float.h>
+
+#define AVX2 __attribute__((target("avx2")))
+
+int gnn_codec_have_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+
+// keys holds the 10 rounds' keys of one message, broadcast.
+typedef struct {
+    __m256i k0[10], k1[10];
+} philox_keys;
+
+AVX2 static void philox_keys_init(philox_keys* ks, uint32_t k0, uint32_t k1) {
+    for (int r = 0; r < 10; r++) {
+        ks->k0[r] = _mm256_set1_epi64x(k0);
+        ks->k1[r] = _mm256_set1_epi64x(k1);
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+}
+
+// philox8 computes the blocks c0 .. c0+7 of row i (columns 16*c0 ..
+// 16*c0+127) and returns them transposed: d[l] holds block c0+l's 128 bits,
+// byte t being the draw of column 16*(c0+l)+t. Each 32-bit word lives in the
+// low half of a 64-bit lane, where _mm256_mul_epu32 reads it: a product's
+// low half is then the product itself (its high half is ignored by the
+// next multiply and dropped at the end) and its high half one shift. Two
+// sets of 4 blocks hide the multiplies' latency.
+AVX2 static inline __attribute__((always_inline)) void philox8(uint32_t c0, uint32_t i, const philox_keys* ks, __m128i d[8]) {
+    const __m256i m0 = _mm256_set1_epi64x(0xD2511F53), m1 = _mm256_set1_epi64x(0xCD9E8D57);
+    __m256i a0 = _mm256_add_epi64(_mm256_set1_epi64x(c0), _mm256_setr_epi64x(0, 1, 2, 3));
+    __m256i b0 = _mm256_add_epi64(_mm256_set1_epi64x(c0), _mm256_setr_epi64x(4, 5, 6, 7));
+    __m256i a1 = _mm256_set1_epi64x(i), b1 = a1;
+    __m256i a2 = _mm256_setzero_si256(), b2 = a2, a3 = a2, b3 = a2;
+    for (int r = 0; r < 10; r++) {
+        const __m256i pa0 = _mm256_mul_epu32(a0, m0), pb0 = _mm256_mul_epu32(b0, m0);
+        const __m256i pa1 = _mm256_mul_epu32(a2, m1), pb1 = _mm256_mul_epu32(b2, m1);
+        a0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pa1, 32), a1), ks->k0[r]);
+        b0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pb1, 32), b1), ks->k0[r]);
+        a2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pa0, 32), a3), ks->k1[r]);
+        b2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pb0, 32), b3), ks->k1[r]);
+        a1 = pa1, b1 = pb1, a3 = pa0, b3 = pb0;
+    }
+    // Per set, the dwords (w0, w1) and (w2, w3) side by side, then each
+    // block's 4 words: the low 128 bits hold blocks 0 and 1 of the set.
+    const __m256i a01 = _mm256_blend_epi32(a0, _mm256_slli_epi64(a1, 32), 0xAA);
+    const __m256i a23 = _mm256_blend_epi32(a2, _mm256_slli_epi64(a3, 32), 0xAA);
+    const __m256i b01 = _mm256_blend_epi32(b0, _mm256_slli_epi64(b1, 32), 0xAA);
+    const __m256i b23 = _mm256_blend_epi32(b2, _mm256_slli_epi64(b3, 32), 0xAA);
+    const __m256i ae = _mm256_unpacklo_epi64(a01, a23), ao = _mm256_unpackhi_epi64(a01, a23);
+    const __m256i be = _mm256_unpacklo_epi64(b01, b23), bo = _mm256_unpackhi_epi64(b01, b23);
+    d[0] = _mm256_castsi256_si128(ae), d[2] = _mm256_extracti128_si256(ae, 1);
+    d[1] = _mm256_castsi256_si128(ao), d[3] = _mm256_extracti128_si256(ao, 1);
+    d[4] = _mm256_castsi256_si128(be), d[6] = _mm256_extracti128_si256(be, 1);
+    d[5] = _mm256_castsi256_si128(bo), d[7] = _mm256_extracti128_si256(bo, 1);
+}
+
+static inline uint32_t f2u(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline void put_u32le(uint8_t* p, uint32_t w) { memcpy(p, &w, 4); }
+
+// row_params is the reference's rowParams after a vector min/max pass.
+AVX2 static float row_params(const float* x, int cols, float n, float* scale, float* inv) {
+    // Four accumulators each, so that the min/max latency does not bound
+    // the pass; min(v, lo) is v < lo ? v : lo (a NaN v loses).
+    __m256 lo8 = _mm256_set1_ps(INFINITY), hi8 = _mm256_set1_ps(-INFINITY);
+    __m256 l1 = lo8, l2 = lo8, l3 = lo8, h1 = hi8, h2 = hi8, h3 = hi8;
+    int j = 0;
+    for (; j + 32 <= cols; j += 32) {
+        const __m256 v0 = _mm256_loadu_ps(x + j), v1 = _mm256_loadu_ps(x + j + 8);
+        const __m256 v2 = _mm256_loadu_ps(x + j + 16), v3 = _mm256_loadu_ps(x + j + 24);
+        lo8 = _mm256_min_ps(v0, lo8), hi8 = _mm256_max_ps(v0, hi8);
+        l1 = _mm256_min_ps(v1, l1), h1 = _mm256_max_ps(v1, h1);
+        l2 = _mm256_min_ps(v2, l2), h2 = _mm256_max_ps(v2, h2);
+        l3 = _mm256_min_ps(v3, l3), h3 = _mm256_max_ps(v3, h3);
+    }
+    for (; j + 8 <= cols; j += 8) {
+        const __m256 v = _mm256_loadu_ps(x + j);
+        lo8 = _mm256_min_ps(v, lo8);
+        hi8 = _mm256_max_ps(v, hi8);
+    }
+    lo8 = _mm256_min_ps(_mm256_min_ps(l1, lo8), _mm256_min_ps(l2, l3));
+    hi8 = _mm256_max_ps(_mm256_max_ps(h1, hi8), _mm256_max_ps(h2, h3));
+    float l[8], h[8];
+    _mm256_storeu_ps(l, lo8);
+    _mm256_storeu_ps(h, hi8);
+    float lo = l[0], hi = h[0];
+    for (int t = 1; t < 8; t++) {
+        if (l[t] < lo) lo = l[t];
+        if (h[t] > hi) hi = h[t];
+    }
+    for (; j < cols; j++) {
+        if (x[j] < lo) lo = x[j];
+        if (x[j] > hi) hi = x[j];
+    }
+    if (lo > hi) {
+        *scale = *inv = 0;
+        return 0;
+    }
+    lo = lo + 0.0f, hi = hi + 0.0f;
+    float s = (hi - lo) / n;
+    if (!(s <= FLT_MAX)) s = FLT_MAX / n;
+    for (;;) {
+        const float p = n * s;
+        if (!(lo + p > hi)) break;
+        s = nextafterf(s, 0.0f);
+    }
+    const float iv = 1.0f / s;
+    if (iv > FLT_MAX / 256) {
+        *scale = *inv = 0;
+        return lo;
+    }
+    *scale = s, *inv = iv;
+    return lo;
+}
+
+// draws8 is the 8 draws of half h (0: columns 0-7, 1: 8-15) of a block.
+AVX2 static inline __m256i draws8(__m128i block, int h) {
+    return _mm256_cvtepu8_epi32(h ? _mm_srli_si128(block, 8) : block);
+}
+
+// g8 is the reference's g on 8 values (inv256 = 256*inv, n256 = 256*n):
+// (x - lo) * inv256 clamped to [0, n256] (NaN and negatives to +0; a -0
+// rounds to g = 0 as +0 does), rounded to the nearest integer, ties to
+// even (the default rounding mode, which Go keeps).
+AVX2 static inline __m256i g8(__m256 x, __m256 lo, __m256 inv256, __m256 n256) {
+    __m256 f = _mm256_mul_ps(_mm256_sub_ps(x, lo), inv256);
+    f = _mm256_min_ps(_mm256_max_ps(f, _mm256_setzero_ps()), n256);
+    return _mm256_cvtps_epi32(f);
+}
+
+// codes8 is the reference's code() on 8 values with their draws r:
+// g>>8, plus 1 where r < g&255 (the mask being -1).
+AVX2 static inline __m256i codes8(__m256 x, __m256i r, __m256 lo, __m256 inv256, __m256 n256) {
+    const __m256i g = g8(x, lo, inv256, n256);
+    const __m256i up = _mm256_cmpgt_epi32(_mm256_and_si256(g, _mm256_set1_epi32(255)), r);
+    return _mm256_sub_epi32(_mm256_srli_epi32(g, 8), up);
+}
+
+// or8 ORs the elements of each of s[0..7] into lane l of the result.
+AVX2 static inline __m256i or8(const __m256i s[8]) {
+    const __m256i t0 = _mm256_or_si256(_mm256_unpacklo_epi32(s[0], s[1]), _mm256_unpackhi_epi32(s[0], s[1]));
+    const __m256i t1 = _mm256_or_si256(_mm256_unpacklo_epi32(s[2], s[3]), _mm256_unpackhi_epi32(s[2], s[3]));
+    const __m256i t2 = _mm256_or_si256(_mm256_unpacklo_epi32(s[4], s[5]), _mm256_unpackhi_epi32(s[4], s[5]));
+    const __m256i t3 = _mm256_or_si256(_mm256_unpacklo_epi32(s[6], s[7]), _mm256_unpackhi_epi32(s[6], s[7]));
+    const __m256i u0 = _mm256_or_si256(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+    const __m256i u1 = _mm256_or_si256(_mm256_unpacklo_epi64(t2, t3), _mm256_unpackhi_epi64(t2, t3));
+    return _mm256_or_si256(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+// pack8 joins 8 codes of b bits into one word, code t at bits t*b.
+AVX2 static inline uint64_t pack8(__m256i c, __m256i shlo, __m256i shhi) {
+    const __m256i a = _mm256_sllv_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(c)), shlo);
+    const __m256i h = _mm256_sllv_epi64(_mm256_cvtepu32_epi64(_mm256_extracti128_si256(c, 1)), shhi);
+    const __m256i o = _mm256_or_si256(a, h);
+    const __m128i p = _mm_or_si128(_mm256_castsi256_si128(o), _mm256_extracti128_si256(o, 1));
+    return (uint64_t)_mm_cvtsi128_si64(_mm_or_si128(p, _mm_unpackhi_epi64(p, p)));
+}
+
+// code1 is one value's code (the reference's code()).
+static inline uint32_t code1(float x, float lo, float inv256, float n256, uint32_t r) {
+    float f = (x - lo) * inv256;
+    if (!(f >= 0.0f)) f = 0.0f;
+    if (f > n256) f = n256;
+    const uint32_t g = (uint32_t)nearbyintf(f);
+    return (g >> 8) + (r < (g & 255));
+}
+
+AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int cols, int b, uint32_t k0, uint32_t k1) {
+    const float n = (float)((1 << b) - 1);
+    const int64_t cb = ((int64_t)cols * b + 7) / 8, stride = 8 + cb;
+    const int full = cols / 8;
+    const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
+    const __m256i sh32 = _mm256_mullo_epi32(_mm256_set1_epi32(b), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    // per 128-bit lane, the low b bytes of each dword, packed (b <= 4)
+    __m256i compact = _mm256_set1_epi8((char)0x80);
+    if (b <= 4) {
+        int8_t m[16];
+        for (int k = 0; k < 16; k++) m[k] = k < 4 * b ? (int8_t)(4 * (k / b) + k % b) : (int8_t)0x80;
+        const __m128i mm = _mm_loadu_si128((const __m128i*)m);
+        compact = _mm256_broadcastsi128_si256(mm);
+    }
+    const __m256 n256 = _mm256_set1_ps(256 * n);
+    philox_keys ks;
+    philox_keys_init(&ks, k0, k1);
+    for (int64_t i = 0; i < rows; i++) {
+        const float* x = src + i * cols;
+        uint8_t* out = dst + i * stride;
+        float scale, inv;
+        const float lo = row_params(x, cols, n, &scale, &inv);
+        put_u32le(out, f2u(lo));
+        put_u32le(out + 4, f2u(scale));
+        uint8_t* codes = out + 8;
+        const __m256 lov = _mm256_set1_ps(lo), inv256 = _mm256_set1_ps(256 * inv);
+        for (int jb = 0; jb < cols; jb += 128) { // 16 groups, 8 blocks
+            __m128i d[8];
+            philox8((uint32_t)(jb / 16), (uint32_t)i, &ks, d);
+            const int g0 = jb / 8;
+            if (b >= 2 && b <= 4 && g0 + 16 <= full) { // 16 whole groups: 16*b bytes at once
+                __m256i w[2];
+                for (int half = 0; half < 2; half++) {
+                    __m256i sv[8];
+                    for (int l = 0; l < 8; l++) {
+                        const int gl = 8 * half + l;
+                        const __m256i c = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl)), draws8(d[gl / 2], gl % 2), lov, inv256, n256);
+                        sv[l] = _mm256_sllv_epi32(c, sh32);
+                    }
+                    w[half] = _mm256_shuffle_epi8(or8(sv), compact);
+                }
+                uint8_t* o = codes + (int64_t)g0 * b;
+                if ((int64_t)g0 * b + 12 * b + 16 <= cb) { // 16-byte stores, each fixing the last one's excess
+                    _mm_storeu_si128((__m128i*)o, _mm256_castsi256_si128(w[0]));
+                    _mm_storeu_si128((__m128i*)(o + 4 * b), _mm256_extracti128_si256(w[0], 1));
+                    _mm_storeu_si128((__m128i*)(o + 8 * b), _mm256_castsi256_si128(w[1]));
+                    _mm_storeu_si128((__m128i*)(o + 12 * b), _mm256_extracti128_si256(w[1], 1));
+                } else {
+                    uint8_t tmp[64];
+                    _mm256_storeu_si256((__m256i*)tmp, w[0]);
+                    _mm256_storeu_si256((__m256i*)(tmp + 32), w[1]);
+                    for (int q = 0; q < 4; q++) memcpy(o + q * 4 * b, tmp + 16 * q, (size_t)(4 * b));
+                }
+                continue;
+            }
+            for (int gl = 0; gl < 16 && 8 * (g0 + gl) < cols; gl++) {
+                const int g = g0 + gl;
+                if (g < full && b == 1) { // code = r < g: the sign bits of the comparison
+                    const __m256i gv = g8(_mm256_loadu_ps(x + 8 * g), lov, inv256, n256);
+                    codes[g] = (uint8_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(gv, draws8(d[gl / 2], gl % 2))));
+                } else if (g < full) {
+                    const __m256i c = codes8(_mm256_loadu_ps(x + 8 * g), draws8(d[gl / 2], gl % 2), lov, inv256, n256);
+                    uint64_t w;
+                    if (b == 8) {
+                        const __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+                        w = (uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(p, p));
+                    } else {
+                        w = pack8(c, shlo, shhi);
+                    }
+                    if ((int64_t)g * b + 8 <= cb)
+                        memcpy(codes + (int64_t)g * b, &w, 8); // the next group overwrites the excess
+                    else
+                        memcpy(codes + (int64_t)g * b, &w, (size_t)b);
+                } else { // the last, partial group
+                    uint8_t r[16];
+                    memcpy(r, &d[gl / 2], 16);
+                    uint64_t w = 0;
+                    const int cnt = cols - 8 * g;
+                    for (int t = 0; t < cnt; t++)
+                        w |= (uint64_t)code1(x[8 * g + t], lo, 256 * inv, 256 * n, r[8 * (gl % 2) + t]) << (t * b);
+                    memcpy(codes + (int64_t)g * b, &w, (size_t)((cnt * b + 7) / 8));
+                }
+            }
+        }
+    }
+}
+
+// to_bf16 is the reference's toBF16, one value.
+static inline uint16_t to_bf16(uint32_t w, uint32_t r) {
+    const uint32_t a = w & 0x7fffffffu;
+    if (a >= 0x7f800000u) return (uint16_t)(a > 0x7f800000u ? (w >> 16) | 0x0040u : w >> 16);
+    uint32_t o = (w + r) >> 16;
+    if ((o & 0x7fffu) == 0x7f80u) o--;
+    return (uint16_t)o;
+}
+
+// bf16x8 is to_bf16 on 8 values with their draws r (added as 256r+128).
+AVX2 static inline __m128i bf16x8(__m256i w, __m256i r) {
+    const __m256i a = _mm256_and_si256(w, _mm256_set1_epi32(0x7fffffff));
+    const __m256i add = _mm256_or_si256(_mm256_slli_epi32(r, 8), _mm256_set1_epi32(0x80));
+    __m256i o = _mm256_srli_epi32(_mm256_add_epi32(w, add), 16);
+    // Below 0x7f7f0000 in magnitude no carry reaches Inf and nothing is
+    // special: the common case ends here.
+    const __m256i big = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f7effff));
+    if (_mm256_testz_si256(big, big)) {
+        const __m256i p = _mm256_packus_epi32(o, o);
+        return _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, 0x08));
+    }
+    const __m256i special = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f7fffff)); // Inf or NaN
+    const __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000));
+    const __m256i carried = _mm256_cmpeq_epi32(_mm256_and_si256(o, _mm256_set1_epi32(0x7fff)), _mm256_set1_epi32(0x7f80));
+    o = _mm256_add_epi32(o, carried); // -1 where the carry reached Inf
+    __m256i sp = _mm256_srli_epi32(w, 16);
+    sp = _mm256_or_si256(sp, _mm256_and_si256(nan, _mm256_set1_epi32(0x0040)));
+    o = _mm256_blendv_epi8(o, sp, special);
+    const __m256i p = _mm256_packus_epi32(o, o); // lanes: 0-3 0-3 | 4-7 4-7
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, 0x08));
+}
+
+AVX2 void gnn_bf16_encode(uint16_t* dst, const float* src, int64_t rows, int cols, uint32_t k0, uint32_t k1) {
+    const int full = cols / 8;
+    philox_keys ks;
+    philox_keys_init(&ks, k0, k1);
+    for (int64_t i = 0; i < rows; i++) {
+        const float* x = src + i * cols;
+        uint16_t* out = dst + i * cols;
+        for (int jb = 0; jb < cols; jb += 128) {
+            __m128i d[8];
+            philox8((uint32_t)(jb / 16), (uint32_t)i, &ks, d);
+            const int g0 = jb / 8;
+            for (int gl = 0; gl < 16 && 8 * (g0 + gl) < cols; gl++) {
+                const int g = g0 + gl;
+                if (g < full) {
+                    _mm_storeu_si128((__m128i*)(out + 8 * g),
+                                     bf16x8(_mm256_loadu_si256((const __m256i*)(x + 8 * g)), draws8(d[gl / 2], gl % 2)));
+                } else {
+                    uint8_t r[16];
+                    memcpy(r, &d[gl / 2], 16);
+                    for (int t = 0; t < cols - 8 * g; t++)
+                        out[8 * g + t] = to_bf16(f2u(x[8 * g + t]), (uint32_t)r[8 * (gl % 2) + t] << 8 | 0x80);
+                }
+            }
+        }
+    }
+}
+
+// Decoders: x^ = lo + (float(q) * scale), the product rounded first.
+AVX2 void gnn_quant_decode(float* dst, const uint8_t* src, int64_t rows, int cols, int b, int64_t srclen) {
+    const int64_t cb = ((int64_t)cols * b + 7) / 8, stride = 8 + cb;
+    const int full = cols / 8;
+    const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
+    const __m256i mask = _mm256_set1_epi64x((1 << b) - 1);
+    const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    for (int64_t i = 0; i < rows; i++) {
+        const uint8_t* in = src + i * stride;
+        float lo, scale;
+        memcpy(&lo, in, 4);
+        memcpy(&scale, in + 4, 4);
+        const uint8_t* codes = in + 8;
+        float* y = dst + i * cols;
+        const __m256 lov = _mm256_set1_ps(lo), sv = _mm256_set1_ps(scale);
+        int g = 0;
+        for (; g < full; g++) {
+            uint64_t w = 0;
+            const int64_t off = (codes - src) + (int64_t)g * b;
+            if (off + 8 <= srclen)
+                memcpy(&w, codes + (int64_t)g * b, 8);
+            else
+                memcpy(&w, codes + (int64_t)g * b, (size_t)b);
+            const __m256i wv = _mm256_set1_epi64x((long long)w);
+            const __m256i a = _mm256_and_si256(_mm256_srlv_epi64(wv, shlo), mask);
+            const __m256i h = _mm256_and_si256(_mm256_srlv_epi64(wv, shhi), mask);
+            // the low dwords of a and h, in order
+            const __m256i q = _mm256_permutevar8x32_epi32(
+                _mm256_blend_epi32(a, _mm256_slli_epi64(h, 32), 0xAA), even);
+            const __m256 v = _mm256_add_ps(lov, _mm256_mul_ps(_mm256_cvtepi32_ps(q), sv));
+            _mm256_storeu_ps(y + 8 * g, v);
+        }
+        for (int j = 8 * g; j < cols; j++) {
+            const int64_t bit = (int64_t)j * b;
+            uint32_t w = codes[bit >> 3];
+            if ((int)(bit & 7) + b > 8) w |= (uint32_t)codes[(bit >> 3) + 1] << 8;
+            const uint32_t q = (w >> (bit & 7)) & ((1u << b) - 1u);
+            y[j] = lo + ((float)q * scale);
+        }
+    }
+}
+
+AVX2 void gnn_bf16_decode(float* dst, const uint16_t* src, int64_t n) {
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(src + k)));
+        _mm256_storeu_si256((__m256i*)(dst + k), _mm256_slli_epi32(v, 16));
+    }
+    for (; k < n; k++) {
+        const uint32_t w = (uint32_t)src[k] << 16;
+        memcpy(dst + k, &w, 4);
+    }
+}

@@ -1,0 +1,61 @@
+//go:build amd64 && cgo
+
+package codec
+
+// The AVX2 encoders and decoders (fast_amd64.c), used when the CPU has
+// AVX2; they give the reference's bytes and values exactly (TestFastPath).
+// The flags make the C arithmetic the Go reference's: ISO C turns off GCC's
+// contraction into fused multiply-adds.
+
+/*
+#cgo CFLAGS: -O3 -std=c11
+#cgo LDFLAGS: -lm
+#include <stdint.h>
+int gnn_codec_have_avx2(void);
+void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int cols, int b, uint32_t k0, uint32_t k1);
+void gnn_bf16_encode(uint16_t* dst, const float* src, int64_t rows, int cols, uint32_t k0, uint32_t k1);
+void gnn_quant_decode(float* dst, const uint8_t* src, int64_t rows, int cols, int b, int64_t srclen);
+void gnn_bf16_decode(float* dst, const uint16_t* src, int64_t n);
+*/
+import "C"
+
+import "unsafe"
+
+// fast is whether the AVX2 path runs (tests turn it off to run the
+// reference).
+var fast = C.gnn_codec_have_avx2() != 0
+
+// FastPath names the encoder in use, for the run's header line.
+func FastPath() string {
+	if fast {
+		return "avx2"
+	}
+	return "go"
+}
+
+func encodeFast(dst []byte, src []float32, rows, cols, b int, seed uint64) bool {
+	if !fast || rows == 0 || cols == 0 {
+		return false
+	}
+	key := philoxKey(seed)
+	s := (*C.float)(unsafe.Pointer(&src[0]))
+	if b == 16 {
+		C.gnn_bf16_encode((*C.uint16_t)(unsafe.Pointer(&dst[0])), s, C.int64_t(rows), C.int(cols), C.uint32_t(key[0]), C.uint32_t(key[1]))
+	} else {
+		C.gnn_quant_encode((*C.uint8_t)(unsafe.Pointer(&dst[0])), s, C.int64_t(rows), C.int(cols), C.int(b), C.uint32_t(key[0]), C.uint32_t(key[1]))
+	}
+	return true
+}
+
+func decodeFast(dst []float32, src []byte, rows, cols, b int) bool {
+	if !fast || rows == 0 || cols == 0 {
+		return false
+	}
+	d := (*C.float)(unsafe.Pointer(&dst[0]))
+	if b == 16 {
+		C.gnn_bf16_decode(d, (*C.uint16_t)(unsafe.Pointer(&src[0])), C.int64_t(rows*cols))
+	} else {
+		C.gnn_quant_decode(d, (*C.uint8_t)(unsafe.Pointer(&src[0])), C.int64_t(rows), C.int(cols), C.int(b), C.int64_t(len(src)))
+	}
+	return true
+}

@@ -1,0 +1,13 @@
+//go:build !amd64 || !cgo
+
+package codec
+
+// Without AVX2 (another architecture, or no cgo) the Go reference encodes.
+var fast = false
+
+// FastPath names the encoder in use, for the run's header line.
+func FastPath() string { return "go" }
+
+func encodeFast([]byte, []float32, int, int, int, uint64) bool { return false }
+
+func decodeFast([]float32, []byte, int, int, int) bool { return false }
