@@ -7,8 +7,8 @@ import (
 )
 
 // CompressConfig is a run's halo compression (VARCO): a codec kind per
-// direction and the schedule of its rate. The last layer always sends raw
-// rows, as in the VARCO authors' code.
+// direction and the schedule of its rate, for every layer's exchange
+// including the last (RawLastLayer keeps the VARCO authors' raw last layer).
 type CompressConfig struct {
 	Codec    string // the forward activations: none, trunc or quant
 	CodecBwd string // the returned gradients; "" means Codec
@@ -23,6 +23,11 @@ type CompressConfig struct {
 	// EvalCompressed evaluates under the current rate, as the VARCO
 	// authors did; by default evaluation passes exchange raw rows.
 	EvalCompressed bool
+	// RawLastLayer sends the last layer's halo rows (its input activations
+	// and their gradients) raw whatever the schedule says, as the VARCO
+	// authors' code does; by default the last layer is compressed at the
+	// rate its schedule gives it like every other layer.
+	RawLastLayer bool
 }
 
 // DefaultCompressConfig is no compression, with the VARCO authors' ramp
@@ -63,6 +68,7 @@ type compression struct {
 	fwd, bwd       codec.Kind
 	schedule       Schedule
 	evalCompressed bool
+	rawLastLayer   bool
 }
 
 // build parses and validates c, returning nil when nothing is compressed.
@@ -92,16 +98,17 @@ func (c CompressConfig) build(epochs int) (*compression, error) {
 	if fwd == codec.KindNone && bwd == codec.KindNone {
 		return nil, nil
 	}
-	return &compression{fwd: fwd, bwd: bwd, schedule: s, evalCompressed: c.EvalCompressed}, nil
+	return &compression{fwd: fwd, bwd: bwd, schedule: s, evalCompressed: c.EvalCompressed, rawLastLayer: c.RawLastLayer}, nil
 }
 
 // codecs returns the forward and backward codec of every layer at its rate
 // (codec.None() = raw), and the per-layer figure the metrics report: the
-// bits per value for quant, the columns kept for trunc, 32 bits when raw. It
-// sets the last layer's rate to 1: that layer always sends raw rows.
+// bits per value for quant, the columns kept for trunc, 32 bits when raw.
+// With rawLastLayer it sets the last layer's rate to 1.
 func (c *compression) codecs(rates []float64, widths []int, fwd, bwd []codec.Spec, bits []int) error {
-	n := len(widths)
-	rates[n-1] = 1
+	if c.rawLastLayer {
+		rates[len(widths)-1] = 1
+	}
 	for l, r := range rates {
 		fwd[l], bwd[l], bits[l] = codec.None(), codec.None(), 32
 		if r == 1 {

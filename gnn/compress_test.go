@@ -48,18 +48,24 @@ func TestCompressionAtRateOneIsFullCommunication(t *testing.T) {
 }
 
 // TestCompressedTraining checks what a compressed run reports: the exact
-// wire bytes of b-bit quantization per layer (the last layer raw), a
-// relative error that is positive on compressed layers and zero on the raw
-// one, the same result twice (the random draws are seeded), and training
-// that still learns.
+// wire bytes of b-bit quantization per layer (every layer, or all but the
+// last with RawLastLayer), a relative error that is positive on compressed
+// layers and zero on a raw one, the same result twice (the random draws are
+// seeded), and training that still learns.
 func TestCompressedTraining(t *testing.T) {
 	ds, split, parts, mc := compressedSetup(t)
 	rows := haloRows(t, ds, split, parts, 4)
 	full := runRanks(t, ds, split, parts, 4, mc, 30, nil)
-	for _, bits := range []int{1, 4, 8} {
-		t.Run(fmt.Sprintf("quant%d", bits), func(t *testing.T) {
+	for _, tc := range []struct {
+		bits    int
+		rawLast bool
+	}{{1, false}, {4, false}, {8, false}, {4, true}} {
+		bits := tc.bits
+		t.Run(fmt.Sprintf("quant%d rawLast=%v", bits, tc.rawLast), func(t *testing.T) {
 			comp := func() CompressConfig {
-				return fixedRate("quant", 32/float64(bits))
+				c := fixedRate("quant", 32/float64(bits))
+				c.RawLastLayer = tc.rawLast
+				return c
 			}
 			a := runRanks(t, ds, split, parts, 4, mc, 30, comp)
 			b := runRanks(t, ds, split, parts, 4, mc, 30, comp)
@@ -74,14 +80,15 @@ func TestCompressedTraining(t *testing.T) {
 				w := min(dims[l], dims[l+1])
 				want := rows * int64(w) * 4
 				wantBits := 32
-				if l < mc.Layers-1 {
+				lossy := l < mc.Layers-1 || !tc.rawLast
+				if lossy {
 					want = rows * (int64((w*bits+7)/8) + 8)
 					wantBits = bits
 				}
 				if last.BytesFwdLayer[l] != want || last.Bits[l] != wantBits {
 					t.Errorf("layer %d: %d bytes at %d bits, want %d at %d", l, last.BytesFwdLayer[l], last.Bits[l], want, wantBits)
 				}
-				if (l < mc.Layers-1) != (last.CompError[l] > 0) {
+				if lossy != (last.CompError[l] > 0) {
 					t.Errorf("layer %d: relative error %v", l, last.CompError[l])
 				}
 			}

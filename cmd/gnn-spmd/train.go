@@ -47,6 +47,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&r.RatioMin, "ratio-min", r.RatioMin, "varco: final rate")
 	fs.Float64Var(&r.Slope, "slope", r.Slope, "varco: slope s of r(t) = max(rmax - s*t*(rmax-rmin)/(T-2), rmin)")
 	fs.BoolVar(&r.EvalCompressed, "eval-compressed", false, "evaluate under the current rate (as the VARCO authors did) instead of at full precision")
+	fs.BoolVar(&r.RawLastLayer, "raw-last-layer", false, "send the last layer's halo rows raw whatever the schedule (as the VARCO authors' code does); by default every layer is compressed at its scheduled rate")
 	fs.StringVar(&s.CPUProfile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")
 	fs.StringVar(&s.Checkpoint, "checkpoint", "", "write an HDF5 checkpoint to this file (rank 0) every --checkpoint-every epochs and after the last")
 	fs.IntVar(&s.CheckpointEvery, "checkpoint-every", s.CheckpointEvery, "epochs between checkpoints")

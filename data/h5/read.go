@@ -139,6 +139,20 @@ func (f *File) keep(err error) {
 	}
 }
 
+// HasAttr reports whether the root group has the attribute name (one that
+// newer files add).
+func (f *File) HasAttr(name string) bool {
+	if f.err != nil {
+		return false
+	}
+	a, err := f.root.OpenAttribute(name)
+	if err != nil {
+		return false
+	}
+	a.Close()
+	return true
+}
+
 // Int reads an integer root attribute, which must lie in [lo, hi].
 func (f *File) Int(name string, lo, hi int64) int64 {
 	if f.err != nil {

@@ -60,6 +60,7 @@ type field struct {
 	lo, hi int64  // the range of an int
 	hex    bool   // a digest, shown in hex
 	flag   string // what sets it, for people: a train flag, or what decides it
+	absent any    // the value of a file written before the field existed (nil: required)
 }
 
 // fields lists c's values in the order a mismatch is looked for: the
@@ -89,6 +90,8 @@ func (c *Config) fields() []field {
 		{name: "slope", flag: "--slope", ptr: &r.Slope},
 		{name: "kappa", flag: "--kappa", ptr: &r.Kappa},
 		{name: "eval_compressed", flag: "--eval-compressed", ptr: &r.EvalCompressed},
+		// Checkpoints from before the last layer could be compressed sent it raw.
+		{name: "raw_last_layer", flag: "--raw-last-layer", ptr: &r.RawLastLayer, absent: true},
 		{name: "normalize_features", flag: "--normalize-features", ptr: &d.NormalizeFeatures},
 		{name: "no_comm", flag: "--no-comm", ptr: &d.NoComm},
 		{name: "split", flag: "--split", ptr: &d.Split},
@@ -121,6 +124,10 @@ func (f field) attr() any {
 
 // read sets the field from its attribute in h.
 func (f field) read(h *h5.File) {
+	if f.absent != nil && !h.HasAttr(f.name) {
+		reflect.ValueOf(f.ptr).Elem().Set(reflect.ValueOf(f.absent))
+		return
+	}
 	switch p := f.ptr.(type) {
 	case *string:
 		*p = h.String(f.name)
