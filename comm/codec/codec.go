@@ -11,11 +11,12 @@
 //	trunc(r)        per row the first k = max(1, floor(cols/r)) values as
 //	                float32 (k = 0 when cols = 0, k <= cols always);
 //	                4*rows*k bytes. Decode zero-fills columns k..cols-1.
-//	quant(b), b<=8  per row: lo float32, scale float32 (8 bytes), then the
+//	quant(b), b<=8  per row: lo float32, scale bf16 (6 bytes; the bf16 is
+//	                the high half of a float32 whose low half is 0), then the
 //	                cols b-bit codes packed LSB first: code j occupies bits
 //	                j*b .. j*b+b-1 of the row's bit stream, bit i of the
 //	                stream being bit i%8 of byte i/8; unused high bits of the
-//	                last byte are 0 (ignored on decode). stride = 8 +
+//	                last byte are 0 (ignored on decode). stride = 6 +
 //	                ceil(cols*b/8) bytes, rows*stride bytes in all.
 //	quant(16)       bf16 (the high half of the float32 bits) per value,
 //	                stochastically rounded; 2*rows*cols bytes.
@@ -334,8 +335,7 @@ func ForRate(kind Kind, r float64) (Spec, error) {
 //	scale = (hi - lo) / n
 //	if scale is +Inf or NaN (hi - lo overflows, or infinite values):
 //	    scale = MaxFloat32 / n
-//	while lo + (n*scale) > hi: scale = next float32 below scale
-//	    (a few steps at most; it makes every decoded value lie in [lo, hi])
+//	scale = scale rounded up to a bf16 (toward +Inf; at most MaxBF16)
 //	inv   = 1 / scale; if inv > MaxFloat32/256 (scale 0 or below ~2^-120):
 //	        scale = inv = 0
 //	f     = (x - lo) * (256*inv), clamped to [0, 256n] (NaN -> 0): the
@@ -346,20 +346,39 @@ func ForRate(kind Kind, r float64) (Spec, error) {
 //
 // and Decode gives x^ = lo + (float32(q) * scale). With r uniform, E[q] =
 // g/256 exactly, so E[x^] = x up to float32 rounding and 2^-9 of a step
-// (unbiased), |x^ - x| <= scale (one step) plus half an ulp of the row's
-// magnitude (rounding of the sum), and lo <= x^ <= hi. A constant row
-// (hi == lo) decodes exactly. (Rounding f to 1/256 of a step first makes
-// the stochastic part an integer comparison with the 8-bit draw, which is
-// what a vector unit does fastest.)
+// (unbiased), and |x^ - x| <= scale (one step) plus half an ulp of the
+// row's magnitude (rounding of the sum). (Rounding f to 1/256 of a step
+// first makes the stochastic part an integer comparison with the 8-bit
+// draw, which is what a vector unit does fastest.)
+// Every decoded value lies in [lo, lo + n*scale], which holds the row (up
+// to the rounding of the division), and a constant row decodes exactly.
+// The bf16 scale saves 2 of the 8 bytes a float32 pair took and makes the
+// step at most 2^-7 coarser. (A bf16 lo would save 2 more, but moves lo by
+// up to 2^-7 |lo|: a row of values 1000 +- 0.003 would get a step 700
+// times its range.)
 // Corner cases, outside what the trainer produces (it guarantees finite
-// activations): a row whose range is below ~2^-120*n is sent as constant lo
-// (error below that tiny range); a finite row whose range exceeds
-// MaxFloat32 still decodes finite and inside [lo, hi], but values above
-// lo + MaxFloat32 are clamped to it; NaN values decode to lo; rows with
-// infinities decode to unspecified values. Nothing panics.
+// activations): a row whose range is below ~2^-120*n is sent as constant lo;
+// values above lo + n*scale (a finite row whose range exceeds MaxFloat32)
+// are clamped to it; NaN values decode to lo; rows with infinities decode
+// to unspecified values. Nothing panics.
 
 // quantStride is the bytes of one row of cols b-bit codes with its header.
-func quantStride(cols int, b uint) int { return 8 + (cols*int(b)+7)/8 }
+func quantStride(cols int, b uint) int { return 6 + (cols*int(b)+7)/8 }
+
+// maxBF16 is the largest finite bf16, as a float32.
+const maxBF16 = 0x7f7f0000
+
+// bf16Up rounds s >= 0 up to a bf16 (toward +Inf), at most maxBF16.
+func bf16Up(s float32) float32 {
+	w := math.Float32bits(s)
+	if w&0xffff == 0 {
+		return s
+	}
+	if w = w&^0xffff + 0x10000; w >= 0x7f800000 {
+		w = maxBF16
+	}
+	return math.Float32frombits(w)
+}
 
 // rowParams computes lo, scale and inv of one row as specified above.
 func rowParams(row []float32, n float32) (lo, scale, inv float32) {
@@ -382,12 +401,7 @@ func rowParams(row []float32, n float32) (lo, scale, inv float32) {
 	if !(scale <= math.MaxFloat32) {
 		scale = math.MaxFloat32 / n
 	}
-	// The loop ends: for finite lo, hi the start value is within a few ulps
-	// of the largest valid scale, and with an infinite lo or hi the test
-	// fails at once.
-	for lo+float32(n*scale) > hi {
-		scale = math.Nextafter32(scale, 0)
-	}
+	scale = bf16Up(scale)
 	inv = 1 / scale
 	if inv > math.MaxFloat32/256 { // 256*inv must be finite
 		return lo, 0, 0
@@ -410,8 +424,8 @@ func quantEncode(dst []byte, src []float32, rows, cols int, b uint, seed uint64)
 		out := dst[i*st : (i+1)*st]
 		lo, scale, inv := rowParams(row, n)
 		binary.LittleEndian.PutUint32(out[0:], math.Float32bits(lo))
-		binary.LittleEndian.PutUint32(out[4:], math.Float32bits(scale))
-		pack(out[8:], row, i, b, lo, 256*inv, 256*n, key)
+		binary.LittleEndian.PutUint16(out[4:], uint16(math.Float32bits(scale)>>16))
+		pack(out[6:], row, i, b, lo, 256*inv, 256*n, key)
 	}
 }
 
@@ -467,8 +481,8 @@ func quantDecode(dst []float32, src []byte, rows, cols int, b uint) {
 	for i := range rows {
 		in := src[i*st : (i+1)*st]
 		lo := math.Float32frombits(binary.LittleEndian.Uint32(in[0:]))
-		scale := math.Float32frombits(binary.LittleEndian.Uint32(in[4:]))
-		row, in := dst[i*cols:(i+1)*cols], in[8:]
+		scale := math.Float32frombits(uint32(binary.LittleEndian.Uint16(in[4:])) << 16)
+		row, in := dst[i*cols:(i+1)*cols], in[6:]
 		// Unrolled loops for the common widths decode whole groups of 8
 		// codes (b bytes) about twice as fast as the general loop, which
 		// then finishes the row.

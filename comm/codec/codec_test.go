@@ -92,7 +92,7 @@ func TestCodecWireSize(t *testing.T) {
 		check(Quant(32), 4*r*f)
 		check(Quant(16), 2*r*f)
 		for b := 1; b <= 8; b++ {
-			check(Quant(b), r*(8+(f*b+7)/8))
+			check(Quant(b), r*(6+(f*b+7)/8))
 		}
 		check(Trunc(1), 4*r*f)
 	}
@@ -162,24 +162,27 @@ func TestCodecTruncKeep(t *testing.T) {
 }
 
 // checkQuantRow checks the guarantees of quant(b) for one row: every value
-// within one step of the input and inside [min, max] of the row.
+// within one step of the input and inside [lo, lo + n*scale], a range that
+// holds the row; the scale the bf16 at or above (hi-lo)/n.
 func checkQuantRow(t *testing.T, c Spec, x, y []float32, hdr []byte) {
 	t.Helper()
 	lo, hi := x[0], x[0]
 	for _, v := range x {
 		lo, hi = min(lo, v), max(hi, v)
 	}
-	scale := math.Float32frombits(binary.LittleEndian.Uint32(hdr[4:]))
+	scale := math.Float32frombits(uint32(binary.LittleEndian.Uint16(hdr[4:])) << 16)
 	if gotLo := math.Float32frombits(binary.LittleEndian.Uint32(hdr)); gotLo != lo {
 		t.Fatalf("%s: header lo %v, row min %v", c.Name(), gotLo, lo)
 	}
 	b := c.Bits()
-	if want := (hi - lo) / float32(int(1)<<b-1); scale > want || scale < want*(1-1e-6) {
+	n := float32(int(1)<<b - 1)
+	if want := (hi - lo) / n; scale < want || scale > want*(1+1.0/128) {
 		t.Fatalf("%s: scale %v, (hi-lo)/n = %v", c.Name(), scale, want)
 	}
+	top := lo + n*scale
 	for j := range x {
-		if y[j] < lo || y[j] > hi {
-			t.Fatalf("%s: %v decoded to %v outside [%v, %v]", c.Name(), x[j], y[j], lo, hi)
+		if y[j] < lo || y[j] > top {
+			t.Fatalf("%s: %v decoded to %v outside [%v, %v]", c.Name(), x[j], y[j], lo, top)
 		}
 		// One step, plus the rounding of lo + q*scale to float32.
 		ulp := math.Abs(float64(math.Nextafter32(max(-lo, hi), float32(math.Inf(1)))) - float64(max(-lo, hi)))
@@ -223,7 +226,7 @@ func TestCodecQuantRoundTrip(t *testing.T) {
 // refQuant is a plain transcription of the quant(b) format, bit by bit, to
 // check the optimised pack and unpack loops against.
 func refQuant(x []float32, rows, cols, b int, seed uint64) []byte {
-	stride := 8 + (cols*b+7)/8
+	stride := 6 + (cols*b+7)/8
 	out := make([]byte, rows*stride)
 	n := float32(int(1)<<b - 1)
 	h := mix64(seed)
@@ -243,22 +246,17 @@ func refQuant(x []float32, rows, cols, b int, seed uint64) []byte {
 		if math.IsInf(float64(scale), 0) || math.IsNaN(float64(scale)) {
 			scale = math.MaxFloat32 / n
 		}
-		for {
-			p := float32(n * scale) // rounded: Go may fuse across statements
-			if !(lo+p > hi) {       // as specified: NaN (from infinite lo) stops too
-				break
-			}
-			scale = math.Nextafter32(scale, 0)
-		}
+		scale = refBF16Up(scale)
 		inv := 1 / scale
 		if inv > math.MaxFloat32/256 {
 			scale, inv = 0, 0
 		}
 		o := out[i*stride:]
 		lb, sb := math.Float32bits(lo), math.Float32bits(scale)
-		for k := range 4 {
-			o[k], o[4+k] = byte(lb>>(8*k)), byte(sb>>(8*k))
+		if sb&0xffff != 0 {
+			panic("refQuant: the scale is not a bf16")
 		}
+		o[0], o[1], o[2], o[3], o[4], o[5] = byte(lb), byte(lb>>8), byte(lb>>16), byte(lb>>24), byte(sb>>16), byte(sb>>24)
 		for j, v := range row {
 			f := (v - lo) * (inv * 256)
 			if math.IsNaN(float64(f)) || f < 0 {
@@ -273,7 +271,7 @@ func refQuant(x []float32, rows, cols, b int, seed uint64) []byte {
 			for bit := range b {
 				if q>>bit&1 == 1 {
 					pos := j*b + bit
-					o[8+pos/8] |= 1 << (pos % 8)
+					o[6+pos/8] |= 1 << (pos % 8)
 				}
 			}
 		}
@@ -281,18 +279,31 @@ func refQuant(x []float32, rows, cols, b int, seed uint64) []byte {
 	return out
 }
 
+// refBF16Up rounds s >= 0 up to a bf16 with float64 arithmetic: the
+// multiple of its bf16 spacing (8 significant bits, 2^-133 at the bottom)
+// at or above it, at most the largest finite bf16.
+func refBF16Up(s float32) float32 {
+	v := float64(s)
+	if v == 0 {
+		return s
+	}
+	_, e := math.Frexp(v)
+	ulp := math.Ldexp(1, max(e-8, -133))
+	return float32(min(3.3895313892515355e38, math.Ceil(v/ulp)*ulp))
+}
+
 func refDequant(p []byte, rows, cols, b int) []float32 {
-	stride := 8 + (cols*b+7)/8
+	stride := 6 + (cols*b+7)/8
 	y := make([]float32, rows*cols)
 	for i := range rows {
 		o := p[i*stride:]
 		lo := math.Float32frombits(uint32(o[0]) | uint32(o[1])<<8 | uint32(o[2])<<16 | uint32(o[3])<<24)
-		scale := math.Float32frombits(uint32(o[4]) | uint32(o[5])<<8 | uint32(o[6])<<16 | uint32(o[7])<<24)
+		scale := math.Float32frombits(uint32(o[4])<<16 | uint32(o[5])<<24)
 		for j := range cols {
 			q := 0
 			for bit := range b {
 				pos := j*b + bit
-				q |= int(o[8+pos/8]>>(pos%8)&1) << bit
+				q |= int(o[6+pos/8]>>(pos%8)&1) << bit
 			}
 			m := float32(float32(q) * scale) // rounded, as the GPU's -fmad=false
 			y[i*cols+j] = lo + m
@@ -322,7 +333,7 @@ func TestCodecQuantReference(t *testing.T) {
 			}
 			// Decode arbitrary bytes too, to exercise every code value.
 			for i := range got {
-				if i%(len(got)/rows) >= 8 {
+				if i%(len(got)/rows) >= 6 {
 					got[i] = byte(rng.Uint32())
 				}
 			}
@@ -345,9 +356,9 @@ func TestCodecGolden(t *testing.T) {
 		c    Spec
 		want string
 	}{
-		{Quant(1), "0000a0bf00008840150000e0c00000604115"},
-		{Quant(3), "0000a0bfb76d1b3fc3650000e0c000000040c447"},
-		{Quant(8), "0000a0bf8988883c6900ff51cf0000e0c0e1e0603d8000ff7f85"},
+		{Quant(1), "0000a0bf8840150000e0c0604115"},
+		{Quant(3), "0000a0bf1c3fc3650000e0c00040c447"},
+		{Quant(8), "0000a0bf893c6900fe50ce0000e0c0613d8000ff7f84"},
 		{Quant(16), "003fa0bf4040cd3d0d40833ae0c0e0400000803e"},
 		{Trunc(2.5), "0000003f0000a0bf6f12833a0000e0c0"},
 	}
@@ -364,7 +375,7 @@ func TestCodecGolden(t *testing.T) {
 		c    Spec
 		want string
 	}{
-		{Quant(4), "abaa2abfc36504410001f00002"},
+		{Quant(4), "abaa2abf05410001f00002"},
 		{Quant(16), "ab3e2abfcc3d333f2837f7429abe243b1f41"},
 	} {
 		p := make([]byte, tc.c.WireSize(1, len(x)))
@@ -402,7 +413,7 @@ func TestCodecQuantUnbiased(t *testing.T) {
 				var step, prob float64
 				if c.Bits() <= 8 {
 					lo := math.Float32frombits(binary.LittleEndian.Uint32(p))
-					scale := math.Float32frombits(binary.LittleEndian.Uint32(p[4:]))
+					scale := math.Float32frombits(uint32(binary.LittleEndian.Uint16(p[4:])) << 16)
 					f := float32((x[j] - lo) * (1 / scale))
 					f = min(max(f, 0), float32(int(1)<<c.Bits()-1))
 					step, prob = float64(scale), float64(f-float32(math.Floor(float64(f))))
@@ -711,6 +722,7 @@ func TestCodecQuantNonFinite(t *testing.T) {
 			if p := mustEncode(c, x); lo == 0 && binary.LittleEndian.Uint32(p) != 0 {
 				t.Errorf("%s %v: header lo %08x, want +0", c.Name(), x, binary.LittleEndian.Uint32(p))
 			}
+			top := quantTop(p, c.Bits())
 			for j, v := range y {
 				if x[j] != x[j] {
 					if v != lo && !(lo != lo && v == 0) {
@@ -718,12 +730,19 @@ func TestCodecQuantNonFinite(t *testing.T) {
 					}
 					continue
 				}
-				if !(v >= lo && v <= hi) {
-					t.Errorf("%s %v: %v decoded to %v outside [%v, %v]", c.Name(), x, x[j], v, lo, hi)
+				if !(v >= lo && v <= top) {
+					t.Errorf("%s %v: %v decoded to %v outside [%v, %v]", c.Name(), x, x[j], v, lo, top)
 				}
 			}
 		}
 	}
+}
+
+// quantTop is lo + n*scale of a quant(b) payload row: its largest value.
+func quantTop(p []byte, b int) float32 {
+	lo := math.Float32frombits(binary.LittleEndian.Uint32(p))
+	scale := math.Float32frombits(uint32(binary.LittleEndian.Uint16(p[4:])) << 16)
+	return lo + float32(float32(int(1)<<b-1)*scale)
 }
 
 func mustEncode(c Spec, x []float32) []byte {
@@ -757,7 +776,7 @@ func ExampleForRate() {
 	// Output:
 	// r=1: none 1024 B, trunc(r=1) 1024 B
 	// r=2: quant(b=16,bf16) 512 B, trunc(r=2) 512 B
-	// r=4: quant(b=8) 264 B, trunc(r=4) 256 B
-	// r=8: quant(b=4) 136 B, trunc(r=8) 128 B
-	// r=32: quant(b=1) 40 B, trunc(r=32) 32 B
+	// r=4: quant(b=8) 262 B, trunc(r=4) 256 B
+	// r=8: quant(b=4) 134 B, trunc(r=8) 128 B
+	// r=32: quant(b=1) 38 B, trunc(r=32) 32 B
 }

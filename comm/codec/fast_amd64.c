@@ -78,6 +78,21 @@ static inline uint32_t f2u(float f) {
 
 static inline void put_u32le(uint8_t* p, uint32_t w) { memcpy(p, &w, 4); }
 
+static inline float u2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// bf16_up is the reference's bf16Up: s >= 0 rounded up to a bf16, at most
+// the largest finite one.
+static inline float bf16_up(float s) {
+    uint32_t w = f2u(s);
+    if ((w & 0xffffu) == 0) return s;
+    w = (w & ~0xffffu) + 0x10000u;
+    return u2f(w >= 0x7f800000u ? 0x7f7f0000u : w);
+}
+
 // row_params is the reference's rowParams after a vector min/max pass.
 AVX2 static float row_params(const float* x, int cols, float n, float* scale, float* inv) {
     // Four accumulators each, so that the min/max latency does not bound
@@ -119,11 +134,7 @@ AVX2 static float row_params(const float* x, int cols, float n, float* scale, fl
     lo = lo + 0.0f, hi = hi + 0.0f;
     float s = (hi - lo) / n;
     if (!(s <= FLT_MAX)) s = FLT_MAX / n;
-    for (;;) {
-        const float p = n * s;
-        if (!(lo + p > hi)) break;
-        s = nextafterf(s, 0.0f);
-    }
+    s = bf16_up(s);
     const float iv = 1.0f / s;
     if (iv > FLT_MAX / 256) {
         *scale = *inv = 0;
@@ -187,7 +198,7 @@ static inline uint32_t code1(float x, float lo, float inv256, float n256, uint32
 
 AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int cols, int b, uint32_t k0, uint32_t k1) {
     const float n = (float)((1 << b) - 1);
-    const int64_t cb = ((int64_t)cols * b + 7) / 8, stride = 8 + cb;
+    const int64_t cb = ((int64_t)cols * b + 7) / 8, stride = 6 + cb;
     const int full = cols / 8;
     const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
     const __m256i sh32 = _mm256_mullo_epi32(_mm256_set1_epi32(b), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -208,8 +219,9 @@ AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int col
         float scale, inv;
         const float lo = row_params(x, cols, n, &scale, &inv);
         put_u32le(out, f2u(lo));
-        put_u32le(out + 4, f2u(scale));
-        uint8_t* codes = out + 8;
+        const uint16_t s16 = (uint16_t)(f2u(scale) >> 16);
+        memcpy(out + 4, &s16, 2);
+        uint8_t* codes = out + 6;
         const __m256 lov = _mm256_set1_ps(lo), inv256 = _mm256_set1_ps(256 * inv);
         for (int jb = 0; jb < cols; jb += 128) { // 16 groups, 8 blocks
             __m128i d[8];
@@ -333,17 +345,19 @@ AVX2 void gnn_bf16_encode(uint16_t* dst, const float* src, int64_t rows, int col
 
 // Decoders: x^ = lo + (float(q) * scale), the product rounded first.
 AVX2 void gnn_quant_decode(float* dst, const uint8_t* src, int64_t rows, int cols, int b, int64_t srclen) {
-    const int64_t cb = ((int64_t)cols * b + 7) / 8, stride = 8 + cb;
+    const int64_t cb = ((int64_t)cols * b + 7) / 8, stride = 6 + cb;
     const int full = cols / 8;
     const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
     const __m256i mask = _mm256_set1_epi64x((1 << b) - 1);
     const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     for (int64_t i = 0; i < rows; i++) {
         const uint8_t* in = src + i * stride;
-        float lo, scale;
+        float lo;
+        uint16_t s16;
         memcpy(&lo, in, 4);
-        memcpy(&scale, in + 4, 4);
-        const uint8_t* codes = in + 8;
+        memcpy(&s16, in + 4, 2);
+        const float scale = u2f((uint32_t)s16 << 16);
+        const uint8_t* codes = in + 6;
         float* y = dst + i * cols;
         const __m256 lov = _mm256_set1_ps(lo), sv = _mm256_set1_ps(scale);
         int g = 0;

@@ -56,7 +56,7 @@ func BenchmarkQuantEncode(b *testing.B) {
 	for _, bits := range []int{1, 2, 4, 8} {
 		b.Run(map[int]string{1: "b=1", 2: "b=2", 4: "b=4", 8: "b=8"}[bits], func(b *testing.B) {
 			d, x := benchInput(b)
-			out := d.NewBytes(benchRows * (8 + (benchCols*bits+7)/8))
+			out := d.NewBytes(benchRows * (6 + (benchCols*bits+7)/8))
 			b.SetBytes(int64(4 * x.Len()))
 			timed(b, d, func() { d.QuantEncode(bits, AllRows(), x, out.Ptr, 7) })
 		})
@@ -65,7 +65,7 @@ func BenchmarkQuantEncode(b *testing.B) {
 
 func BenchmarkQuantDecode(b *testing.B) {
 	d, x := benchInput(b)
-	out := d.NewBytes(benchRows * (8 + benchCols/2))
+	out := d.NewBytes(benchRows * (6 + benchCols/2))
 	d.QuantEncode(4, AllRows(), x, out.Ptr, 7)
 	b.SetBytes(int64(4 * x.Len()))
 	timed(b, d, func() { d.QuantDecode(4, out.Ptr, x) })

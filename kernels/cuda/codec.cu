@@ -37,7 +37,7 @@ extern "C" __global__ void quant_encode(int rows, int cols, int b, const int* id
         unsigned char* out = dst + (long long)i * stride;
         if (lane == 0) quant_header(out, lo, scale);
         for (int g = lane; g < groups; g += 32)
-            quant_group(x, cols, b, g, lo, 256 * inv, 256 * n, i, (unsigned int)h, (unsigned int)(h >> 32), out + 8);
+            quant_group(x, cols, b, g, lo, 256 * inv, 256 * n, i, (unsigned int)h, (unsigned int)(h >> 32), out + 6);
     }
 }
 

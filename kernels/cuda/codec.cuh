@@ -8,9 +8,18 @@
 
 // ---- quant(b), b in 1..8 ----
 
-// quant_stride is the payload bytes per row: 8 + ceil(cols*b/8).
+// quant_stride is the payload bytes per row: 6 + ceil(cols*b/8).
 __host__ __device__ __forceinline__ long long quant_stride(int cols, int b) {
-    return 8 + ((long long)cols * b + 7) / 8;
+    return 6 + ((long long)cols * b + 7) / 8;
+}
+
+// bf16_up is bf16Up: s >= 0 rounded up to a bf16, at most the largest
+// finite one (0x7f7f0000).
+__host__ __device__ __forceinline__ float bf16_up(float s) {
+    unsigned int w = f32bits(s);
+    if ((w & 0xffffu) == 0) return s;
+    w = (w & ~0xffffu) + 0x10000u;
+    return f32frombits(w >= 0x7f800000u ? 0x7f7f0000u : w);
 }
 
 // quant_params is rowParams after the min/max pass: lo and hi are the
@@ -29,7 +38,7 @@ __host__ __device__ __forceinline__ float quant_params(float lo, float hi, float
     if (hi == 0.0f) hi = 0.0f;
     float s = (hi - lo) / n;
     if (!(s <= GNN_FLT_MAX)) s = GNN_FLT_MAX / n;
-    while (lo + (n * s) > hi) s = nextafterf(s, 0.0f);
+    s = bf16_up(s);
     const float iv = 1.0f / s;
     if (iv > GNN_FLT_MAX / 256) { // 256*inv must be finite
         *scale = 0.0f;
@@ -54,7 +63,7 @@ __host__ __device__ __forceinline__ unsigned int quant_code(float x, float lo, f
 }
 
 // quant_group writes codes 8g .. min(8g+8, cols)-1 of row i (values x)
-// into the code area out (the payload row after its 8-byte header): they
+// into the code area out (the payload row after its 6-byte header): they
 // fill bytes g*b .. g*b+b-1 exactly (LSB first), or, for a last partial
 // group, its first ceil(count*b/8) bytes with the unused high bits 0. The
 // draws are half g%2 of Philox block (g/2, i) under key (k0, k1).
@@ -123,10 +132,13 @@ __host__ __device__ __forceinline__ void quant_minmax_merge(float* lo, float* hi
     if (oh > *hi) *hi = oh;
 }
 
-// quant_header writes a payload row's 8-byte header: lo, then scale.
+// quant_header writes a payload row's 6-byte header: lo, then the bf16
+// scale (its float32's high half).
 __host__ __device__ __forceinline__ void quant_header(unsigned char* out, float lo, float scale) {
     put_f32le(out, lo);
-    put_f32le(out + 4, scale);
+    const unsigned int w = f32bits(scale);
+    out[4] = (unsigned char)(w >> 16);
+    out[5] = (unsigned char)(w >> 24);
 }
 
 // quant_decode_elem is element e (row i = e/cols, column j) of a quant(b)
@@ -135,7 +147,8 @@ __host__ __device__ __forceinline__ float quant_decode_elem(long long e, int col
     const long long i = e / cols;
     const int j = (int)(e - i * cols);
     const unsigned char* in = src + i * quant_stride(cols, b);
-    return quant_decode_value(in + 8, b, j, get_f32le(in), get_f32le(in + 4));
+    const float scale = f32frombits((unsigned int)in[4] << 16 | (unsigned int)in[5] << 24);
+    return quant_decode_value(in + 6, b, j, get_f32le(in), scale);
 }
 
 // ---- quant(16): bf16 ----

@@ -60,7 +60,7 @@ static int twin_quant_encode(int rows, int cols, int b, const int* idx, const fl
         unsigned char* out = dst + (long long)i * stride;
         quant_header(out, lo0, scale0);
         for (int g = 0; g < groups; g++)
-            quant_group(x, cols, b, g, lo0, 256 * inv0, 256 * n, i, (unsigned int)h, (unsigned int)(h >> 32), out + 8);
+            quant_group(x, cols, b, g, lo0, 256 * inv0, 256 * n, i, (unsigned int)h, (unsigned int)(h >> 32), out + 6);
     }
     return 0;
 }
