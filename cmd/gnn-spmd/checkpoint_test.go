@@ -345,6 +345,9 @@ func TestBadCheckpoint(t *testing.T) {
 		{name: "missing attribute", python: `del f.attrs["adam_step"]`, want: []string{"attribute adam_step: missing"}},
 		{name: "short history", python: `del f["metrics/loss"]; f["metrics/loss"] = np.zeros(3)`, want: []string{"/metrics/loss: has shape [3]"}},
 		{name: "NaN weight", python: `f["params/layer2.bias"][0, 1] = np.nan`, want: []string{"/params/layer2.bias: entry 1 is NaN"}},
+		// found by the full corrupt-byte sweep: inspect --json failed on it (exit 1)
+		{name: "NaN setting", python: `f.attrs["lr"] = np.float64("nan")`, want: []string{"attribute lr: is NaN, expected a finite number"}},
+		{name: "infinite setting", python: `f.attrs["ratio"] = np.float64("-inf")`, want: []string{"attribute ratio: is -Inf, expected a finite number"}},
 	}
 	hasPython := exec.Command("/usr/bin/python3", "-c", "import h5py, numpy").Run() == nil
 	for _, c := range cases {
@@ -366,6 +369,10 @@ func TestBadCheckpoint(t *testing.T) {
 			wantBadInput(t, code, stderr, append([]string{"bad.h5: "}, c.want...)...)
 			code, _, stderr = runCLI("inspect", "--verify", bad)
 			wantBadInput(t, code, stderr, append([]string{"bad.h5: "}, c.want...)...)
+			if strings.HasSuffix(c.name, "setting") { // inspect --json read it, and failed to encode it
+				code, _, stderr = runCLI("inspect", "--json", bad)
+				wantBadInput(t, code, stderr, append([]string{"bad.h5: "}, c.want...)...)
+			}
 			out := filepath.Join(t.TempDir(), "w.npz")
 			code, _, stderr = runCLI("export", "--checkpoint", bad, "--out", out)
 			wantBadInput(t, code, stderr, "bad.h5: ")

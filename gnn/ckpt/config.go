@@ -134,7 +134,11 @@ func (f field) read(h *h5.File) {
 	case *int:
 		*p = int(h.Int(f.name, f.lo, f.hi))
 	case *float64:
-		*p = h.Float64(f.name)
+		// Every float setting is finite (a corrupt byte can make one NaN,
+		// which no run has and JSON cannot carry).
+		if *p = h.Float64(f.name); math.IsNaN(*p) || math.IsInf(*p, 0) {
+			h.Errorf("attribute "+f.name, "is %v, expected a finite number", *p)
+		}
 	case *uint64:
 		*p = h.Uint64(f.name)
 	case *bool:
