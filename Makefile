@@ -105,9 +105,9 @@ DEMO_DATA := bin/demo-csbm-50k.h5
 DEMO_TRAIN := $(BIN) train --data $(DEMO_DATA) --ranks 4 --partition metis --epochs 60 --hidden 128
 demo: build
 	@test -f $(DEMO_DATA) || $(BIN) gen --out $(DEMO_DATA) --nodes 50000 --classes 10 --degree 16 --homophily 0.7 --features 64 --snr 0.8 --seed 1
-	$(DEMO_TRAIN) --codec quant --schedule varco --ratio-min 8 --metrics bin/demo-varco.jsonl
+	$(DEMO_TRAIN) --codec quant --metrics bin/demo-quant.jsonl
 	$(DEMO_TRAIN) --quiet --metrics bin/demo-full.jsonl
-	bin/gnn-results compare full=bin/demo-full.jsonl varco=bin/demo-varco.jsonl
+	bin/gnn-results compare full=bin/demo-full.jsonl quant=bin/demo-quant.jsonl
 
 experiments: build
 	scripts/experiments.sh

@@ -12,7 +12,10 @@ import (
 type CompressConfig struct {
 	Codec    string // the forward activations: none, trunc or quant
 	CodecBwd string // the returned gradients; "" means Codec
-	Schedule string // fixed (Ratio), varco (RatioMax down to RatioMin) or adaptive
+	// Schedule is fixed (Ratio), varco (RatioMax down to RatioMin),
+	// adaptive, or recommended: for quant fixed at RecommendedQuantRatio,
+	// for trunc the VARCO authors' varco ramp.
+	Schedule string
 	// Ratio is the fixed rate; RatioMax the first rate of varco and
 	// adaptive, RatioMin varco's last; Slope varco's s in
 	// r(t) = max(RatioMax - s*t*(RatioMax-RatioMin)/(T-2), RatioMin).
@@ -30,11 +33,17 @@ type CompressConfig struct {
 	RawLastLayer bool
 }
 
-// DefaultCompressConfig is no compression, with the VARCO authors' ramp
-// (128 down to 1.5, slope 5) ready for the varco schedule.
+// DefaultCompressConfig is no compression, with the recommended schedule
+// for when a codec is chosen and the VARCO authors' ramp (128 down to 1.5,
+// slope 5) ready for the varco schedule.
 func DefaultCompressConfig() CompressConfig {
-	return CompressConfig{Codec: "none", Schedule: "fixed", Ratio: 1, RatioMax: 128, RatioMin: 1.5, Slope: 5, Kappa: DefaultKappa}
+	return CompressConfig{Codec: "none", Schedule: "recommended", Ratio: 1, RatioMax: 128, RatioMin: 1.5, Slope: 5, Kappa: DefaultKappa}
 }
+
+// RecommendedQuantRatio is the rate of the recommended quant setting: 2
+// bits per value on every layer, every epoch. Chosen on validation accuracy
+// against varco and adaptive (docs/VARCO.md, "The recommended setting").
+const RecommendedQuantRatio = 16
 
 // Backward is the codec kind of the returned gradients.
 func (c CompressConfig) Backward() string {
@@ -83,6 +92,11 @@ func (c CompressConfig) build(epochs int) (*compression, error) {
 	}
 	var s Schedule
 	switch c.Schedule {
+	case "recommended":
+		s = Fixed{R: RecommendedQuantRatio}
+		if fwd == codec.KindTrunc {
+			s = Varco{RMax: 128, RMin: 1.5, Slope: 5, Epochs: epochs}
+		}
 	case "fixed":
 		s = Fixed{R: c.Ratio}
 	case "varco":
@@ -90,7 +104,7 @@ func (c CompressConfig) build(epochs int) (*compression, error) {
 	case "adaptive":
 		s = NewAdaptive(fwd, c.Kappa, c.RatioMax)
 	default:
-		return nil, fmt.Errorf("schedule: got %q, expected fixed, varco or adaptive", c.Schedule)
+		return nil, fmt.Errorf("schedule: got %q, expected recommended, fixed, varco or adaptive", c.Schedule)
 	}
 	if err := ValidateSchedule(s); err != nil {
 		return nil, err

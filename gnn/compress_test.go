@@ -191,3 +191,19 @@ func TestAdaptiveRule(t *testing.T) {
 		t.Error("adaptive accepted kappa 0")
 	}
 }
+
+// The recommended schedule: 2-bit quant on every layer and epoch; for
+// trunc the VARCO authors' ramp; nothing for no codec.
+func TestRecommendedSchedule(t *testing.T) {
+	for _, tc := range []struct{ codec, want string }{
+		{"quant", "fixed(r=16)"},
+		{"trunc", "varco(rmax=128,rmin=1.5,slope=5,T=80)"},
+		{"none", ""},
+	} {
+		c := DefaultCompressConfig()
+		c.Codec = tc.codec
+		if got := c.ScheduleName(80); got != tc.want {
+			t.Errorf("--codec %s alone: schedule %q, want %q", tc.codec, got, tc.want)
+		}
+	}
+}

@@ -103,7 +103,7 @@ func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q
 // fixedRate compresses both directions with kind at the fixed rate r.
 func fixedRate(kind string, r float64) CompressConfig {
 	c := DefaultCompressConfig()
-	c.Codec, c.Ratio = kind, r
+	c.Codec, c.Schedule, c.Ratio = kind, "fixed", r
 	return c
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -333,5 +334,43 @@ func TestCompressedRunMetrics(t *testing.T) {
 	}
 	if code, _, stderr := runCLI("train", "--data", g, "--schedule", "nosuch", "--codec", "quant"); code != job.ExitBadInput || !strings.Contains(stderr, "adaptive") {
 		t.Errorf("unknown schedule: exit %d, %q", code, stderr)
+	}
+}
+
+// The schedule a run gets from its rate flags when --schedule is not given.
+func TestImpliedSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "recommended"},
+		{[]string{"--ratio", "8"}, "fixed"},
+		{[]string{"--ratio-min", "4"}, "varco"},
+		{[]string{"--slope", "2"}, "varco"},
+		{[]string{"--kappa", "1"}, "adaptive"},
+		{[]string{"--schedule", "varco", "--ratio", "8"}, "varco"},
+	} {
+		fs := flag.NewFlagSet("train", flag.ContinueOnError)
+		schedule := fs.String("schedule", "recommended", "")
+		fs.Float64("ratio", 1, "")
+		fs.Float64("ratio-min", 1.5, "")
+		fs.Float64("slope", 5, "")
+		fs.Float64("kappa", 2, "")
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if got := impliedSchedule(fs, *schedule); got != tc.want {
+			t.Errorf("%v: schedule %s, want %s", tc.args, got, tc.want)
+		}
+	}
+	// and through the command: --codec quant alone trains 2-bit on every layer
+	dir := t.TempDir()
+	g := filepath.Join(dir, "g.h5")
+	if code, _, stderr := runCLI("gen", "--out", g, "--nodes", "300", "--features", "8", "--seed", "2"); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	code, stdout, stderr := runCLI("train", "--data", g, "--ranks", "2", "--epochs", "2", "--hidden", "8", "--codec", "quant")
+	if code != 0 || !strings.Contains(stdout, "schedule fixed(r=16)") || !strings.Contains(stdout, "rate 16/16/16") {
+		t.Errorf("--codec quant alone: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
