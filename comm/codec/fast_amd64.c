@@ -398,3 +398,47 @@ AVX2 void gnn_bf16_decode(float* dst, const uint16_t* src, int64_t n) {
         memcpy(dst + k, &w, 4);
     }
 }
+
+// gnn_sq_diff is SqDiff (codec.go): over rows idx[k] of src against rows
+// k of dec (cols values each), the sums of (x - x^)^2 and x^2 in 8 lanes
+// by column mod 8, each lane in row order, then the lanes in order. The
+// squares are rounded before they are added (no contraction in ISO C).
+AVX2 void gnn_sq_diff(const float* src, const int32_t* idx, int64_t rows, int cols, const float* dec, double out[2]) {
+    __m256d e0 = _mm256_setzero_pd(), e1 = e0, n0 = e0, n1 = e0;
+    double et[8] = {0}, nt[8] = {0};
+    for (int64_t k = 0; k < rows; k++) {
+        const float* x = src + (int64_t)idx[k] * cols;
+        const float* y = dec + k * cols;
+        int j = 0;
+        for (; j + 8 <= cols; j += 8) {
+            const __m256 xv = _mm256_loadu_ps(x + j), yv = _mm256_loadu_ps(y + j);
+            const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(xv)), xh = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
+            const __m256d dl = _mm256_sub_pd(xl, _mm256_cvtps_pd(_mm256_castps256_ps128(yv)));
+            const __m256d dh = _mm256_sub_pd(xh, _mm256_cvtps_pd(_mm256_extractf128_ps(yv, 1)));
+            e0 = _mm256_add_pd(e0, _mm256_mul_pd(dl, dl));
+            e1 = _mm256_add_pd(e1, _mm256_mul_pd(dh, dh));
+            n0 = _mm256_add_pd(n0, _mm256_mul_pd(xl, xl));
+            n1 = _mm256_add_pd(n1, _mm256_mul_pd(xh, xh));
+        }
+        if (j < cols) { // the row's tail: lanes 0 .. cols%8-1, in the same order
+            double ev[8], nv[8];
+            _mm256_storeu_pd(ev, e0), _mm256_storeu_pd(ev + 4, e1);
+            _mm256_storeu_pd(nv, n0), _mm256_storeu_pd(nv + 4, n1);
+            for (int t = 0; j < cols; j++, t++) {
+                const double v = (double)x[j], d = v - (double)y[j];
+                const double dd = d * d, vv = v * v;
+                ev[t] += dd;
+                nv[t] += vv;
+            }
+            e0 = _mm256_loadu_pd(ev), e1 = _mm256_loadu_pd(ev + 4);
+            n0 = _mm256_loadu_pd(nv), n1 = _mm256_loadu_pd(nv + 4);
+        }
+    }
+    _mm256_storeu_pd(et, e0), _mm256_storeu_pd(et + 4, e1);
+    _mm256_storeu_pd(nt, n0), _mm256_storeu_pd(nt + 4, n1);
+    out[0] = out[1] = 0;
+    for (int t = 0; t < 8; t++) {
+        out[0] += et[t];
+        out[1] += nt[t];
+    }
+}

@@ -16,6 +16,7 @@ void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int cols, in
 void gnn_bf16_encode(uint16_t* dst, const float* src, int64_t rows, int cols, uint32_t k0, uint32_t k1);
 void gnn_quant_decode(float* dst, const uint8_t* src, int64_t rows, int cols, int b, int64_t srclen);
 void gnn_bf16_decode(float* dst, const uint16_t* src, int64_t n);
+void gnn_sq_diff(const float* src, const int32_t* idx, int64_t rows, int cols, const float* dec, double out[2]);
 */
 import "C"
 
@@ -58,4 +59,14 @@ func decodeFast(dst []float32, src []byte, rows, cols, b int) bool {
 		C.gnn_quant_decode(d, (*C.uint8_t)(unsafe.Pointer(&src[0])), C.int64_t(rows), C.int(cols), C.int(b), C.int64_t(len(src)))
 	}
 	return true
+}
+
+func sqDiffFast(src []float32, idx []int32, cols int, dec []float32) (errSq, normSq float64, ok bool) {
+	if !fast || len(idx) == 0 || cols == 0 {
+		return 0, 0, false
+	}
+	var out [2]float64
+	C.gnn_sq_diff((*C.float)(unsafe.Pointer(&src[0])), (*C.int32_t)(unsafe.Pointer(&idx[0])), C.int64_t(len(idx)), C.int(cols),
+		(*C.float)(unsafe.Pointer(&dec[0])), (*C.double)(unsafe.Pointer(&out[0])))
+	return out[0], out[1], true
 }

@@ -94,3 +94,27 @@ func randomBytes(r *rand.Rand, n int) []byte {
 	}
 	return b
 }
+
+// SqDiff's AVX2 path against the reference: the same lanes, the same bits.
+func TestFastSqDiff(t *testing.T) {
+	if !fast {
+		t.Skip("no AVX2 path on this machine or build")
+	}
+	r := rand.New(rand.NewPCG(23, 24))
+	for cols := 0; cols <= 70; cols++ {
+		for _, rows := range []int{0, 1, 5} {
+			src := randRows(r, 7, cols)
+			dec := randRows(r, rows, cols)
+			idx := make([]int32, rows)
+			for k := range idx {
+				idx[k] = int32(r.IntN(7))
+			}
+			e, n := SqDiff(src, idx, cols, dec)
+			var we, wn float64
+			withReference(func() { we, wn = SqDiff(src, idx, cols, dec) })
+			if math.Float64bits(e) != math.Float64bits(we) || math.Float64bits(n) != math.Float64bits(wn) {
+				t.Fatalf("%d rows of %d: (%v, %v), reference (%v, %v)", rows, cols, e, n, we, wn)
+			}
+		}
+	}
+}

@@ -79,15 +79,8 @@ func (*Host) ScatterAdd(idx []int32, src *kernels.Mat, lo int, dst *kernels.Mat)
 }
 
 func (*Host) SqDiff(idx []int32, src, dec *kernels.Mat, lo int) (errSq, normSq float64) {
-	for k, r := range idx {
-		y := dec.Row(lo + k)
-		for j, v := range src.Row(int(r)) {
-			d := float64(v) - float64(y[j])
-			errSq += float64(d * d) // rounded before the sum, never fused: the GPU's bits
-			normSq += float64(v) * float64(v)
-		}
-	}
-	return errSq, normSq
+	f := src.Cols
+	return codec.SqDiff(src.Data[:src.Rows*f], idx, f, dec.Data[lo*f:(lo+len(idx))*f])
 }
 
 func (*Host) Sync() error { return nil }

@@ -87,12 +87,19 @@ static void twin_trunc_decode(int rows, int cols, int k, const float* src, float
     for (long long e = 0; e < (long long)rows * cols; e++) dst[e] = trunc_decode_elem(e, cols, k, src);
 }
 
-// sq_diff_partial as one thread of one block: the terms in element order.
+// sq_diff_partial's terms summed as codec.SqDiff sums them: 8 lanes by
+// column mod 8, each in element order, then the lanes in order.
 static void twin_sq_diff(int rows, int cols, const int* idx, const float* src, const float* dec, double* out) {
-    double ae = 0.0, an = 0.0;
-    for (long long e = 0; e < (long long)rows * cols; e++) sq_diff_terms(e, cols, idx, src, dec, &ae, &an);
-    out[0] = ae;
-    out[1] = an;
+    double ae[8] = {0}, an[8] = {0};
+    for (long long e = 0; e < (long long)rows * cols; e++) {
+        const int lane = (int)(e % cols) % 8;
+        sq_diff_terms(e, cols, idx, src, dec, &ae[lane], &an[lane]);
+    }
+    out[0] = out[1] = 0.0;
+    for (int t = 0; t < 8; t++) {
+        out[0] += ae[t];
+        out[1] += an[t];
+    }
 }
 
 static void twin_add_bias(int rows, int F, float* y, const float* b) {
@@ -268,7 +275,7 @@ func TruncDecode(dst, src []float32, rows, cols, k int) {
 	C.twin_trunc_decode(C.int(rows), C.int(cols), C.int(k), fp(src), fp(dst))
 }
 
-// SqDiff is sq_diff_partial's terms summed in element order.
+// SqDiff is sq_diff_partial's terms summed in codec.SqDiff's order.
 func SqDiff(rows, cols int, idx []int32, src, dec []float32) (errSq, normSq float64) {
 	var out [2]float64
 	C.twin_sq_diff(C.int(rows), C.int(cols), ip(idx), fp(src), fp(dec), dp(out[:]))
