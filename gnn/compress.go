@@ -95,7 +95,7 @@ func (c CompressConfig) build(epochs int) (*compression, error) {
 	case "recommended":
 		s = Fixed{R: RecommendedQuantRatio}
 		if fwd == codec.KindTrunc {
-			s = Varco{RMax: 128, RMin: 1.5, Slope: 5, Epochs: epochs}
+			s = Varco{RMax: c.RatioMax, RMin: c.RatioMin, Slope: c.Slope, Epochs: epochs}
 		}
 	case "fixed":
 		s = Fixed{R: c.Ratio}

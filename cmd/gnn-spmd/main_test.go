@@ -347,6 +347,7 @@ func TestImpliedSchedule(t *testing.T) {
 		{[]string{"--ratio", "8"}, "fixed"},
 		{[]string{"--ratio-min", "4"}, "varco"},
 		{[]string{"--slope", "2"}, "varco"},
+		{[]string{"--ratio-max", "64"}, "varco"},
 		{[]string{"--kappa", "1"}, "adaptive"},
 		{[]string{"--schedule", "varco", "--ratio", "8"}, "varco"},
 	} {
@@ -354,6 +355,7 @@ func TestImpliedSchedule(t *testing.T) {
 		schedule := fs.String("schedule", "recommended", "")
 		fs.Float64("ratio", 1, "")
 		fs.Float64("ratio-min", 1.5, "")
+		fs.Float64("ratio-max", 128, "")
 		fs.Float64("slope", 5, "")
 		fs.Float64("kappa", 2, "")
 		if err := fs.Parse(tc.args); err != nil {

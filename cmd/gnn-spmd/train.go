@@ -41,7 +41,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&s.Comm, "comm", s.Comm, "transport: auto (mpi under mpirun/mpiexec, else local), mpi or local")
 	fs.StringVar(&r.Codec, "codec", r.Codec, "halo compression of activations: none, trunc (leading columns, the VARCO authors') or quant (stochastic b-bit)")
 	fs.StringVar(&r.CodecBwd, "codec-bwd", "", "halo compression of the returned gradients (default: the same as --codec)")
-	fs.StringVar(&r.Schedule, "schedule", r.Schedule, "compression rate over epochs: recommended (quant: 2 bits on every layer and epoch; trunc: varco), fixed (--ratio), varco (--ratio-max down to --ratio-min) or adaptive (closed loop on the measured error and gradient norm, see docs/VARCO.md); without it, --ratio implies fixed, --ratio-min or --slope varco, --kappa adaptive")
+	fs.StringVar(&r.Schedule, "schedule", r.Schedule, "compression rate over epochs: recommended (quant: 2 bits on every layer and epoch; trunc: varco), fixed (--ratio), varco (--ratio-max down to --ratio-min) or adaptive (closed loop on the measured error and gradient norm, see docs/VARCO.md); without it, --ratio implies fixed, --ratio-min, --ratio-max or --slope varco, --kappa adaptive")
 	fs.Float64Var(&r.Ratio, "ratio", r.Ratio, "fixed compression rate r >= 1")
 	fs.Float64Var(&r.RatioMax, "ratio-max", r.RatioMax, "varco and adaptive: starting rate")
 	fs.Float64Var(&r.Kappa, "kappa", r.Kappa, "adaptive: relative halo error allowed at the largest gradient norm; the bound falls with the gradient")
@@ -80,8 +80,8 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 }
 
 // impliedSchedule is the schedule the rate flags ask for when --schedule is
-// not given: --ratio alone means fixed, --ratio-min or --slope varco,
-// --kappa adaptive; with none of them, the recommended setting.
+// not given: --ratio alone means fixed, --ratio-min, --ratio-max or --slope
+// varco, --kappa adaptive; with none of them, the recommended setting.
 func impliedSchedule(fs *flag.FlagSet, schedule string) string {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -90,7 +90,7 @@ func impliedSchedule(fs *flag.FlagSet, schedule string) string {
 		return schedule
 	case set["ratio"]:
 		return "fixed"
-	case set["ratio-min"] || set["slope"]:
+	case set["ratio-min"] || set["slope"] || set["ratio-max"]:
 		return "varco"
 	case set["kappa"]:
 		return "adaptive"
