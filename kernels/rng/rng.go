@@ -1,8 +1,9 @@
-// Package rng is the one hash behind every seeded draw of the project:
-// dropout masks, the codecs' stochastic rounding, the generator's streams
-// and the derivation of per-message seeds. Draws are counter-based (a hash of
-// the seed and the element's coordinates), so any device reproduces them in
-// any order and on any thread count; kernels/cuda/common.cuh is the CUDA twin.
+// Package rng holds the counter-based generators behind every seeded draw
+// of the project: Mix64 for dropout masks, the generator's streams and the
+// derivation of per-message seeds, Philox4x32 for the codecs' stochastic
+// rounding. Draws are a function of the seed and the element's coordinates,
+// so any device reproduces them in any order and on any thread count;
+// kernels/cuda/common.cuh holds the CUDA twins.
 package rng
 
 // Mix64 is the splitmix64 finaliser (all arithmetic mod 2^64, >> logical):
