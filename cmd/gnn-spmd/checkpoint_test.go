@@ -348,6 +348,10 @@ func TestBadCheckpoint(t *testing.T) {
 		// found by the full corrupt-byte sweep: inspect --json failed on it (exit 1)
 		{name: "NaN setting", python: `f.attrs["lr"] = np.float64("nan")`, want: []string{"attribute lr: is NaN, expected a finite number"}},
 		{name: "infinite setting", python: `f.attrs["ratio"] = np.float64("-inf")`, want: []string{"attribute ratio: is -Inf, expected a finite number"}},
+		// found by the sampled sweep: HDF5 converts by the declared layout, h5py by the size
+		{name: "non-IEEE float", python: "t = h5py.h5t.IEEE_F64LE.copy(); t.set_ebias(1000); del f.attrs['weight_decay']\n" +
+			"h5py.h5a.create(f.id, b'weight_decay', t, h5py.h5s.create(h5py.h5s.SCALAR)).write(np.array(0.0))",
+			want: []string{"attribute weight_decay: has a float type of 8 bytes with a non-standard byte order or bit layout, expected little-endian floating-point"}},
 	}
 	hasPython := exec.Command("/usr/bin/python3", "-c", "import h5py, numpy").Run() == nil
 	for _, c := range cases {

@@ -332,6 +332,27 @@ func (f *File) intAttr(g *hdf5.Group, name string) (int64, error) {
 	return v, nil
 }
 
+// standardLayouts are the numeric types an attribute may have: every
+// writer makes these, and HDF5 converts anything else by its declared
+// layout (a corrupt exponent bias turns 0 into 2^33), which other readers
+// such as h5py ignore.
+var standardLayouts = []*hdf5.Datatype{hdf5.T_IEEE_F32LE, hdf5.T_IEEE_F64LE,
+	hdf5.T_STD_I8LE, hdf5.T_STD_I16LE, hdf5.T_STD_I32LE, hdf5.T_STD_I64LE,
+	hdf5.T_STD_U8LE, hdf5.T_STD_U16LE, hdf5.T_STD_U32LE, hdf5.T_STD_U64LE}
+
+// standardLayout reports whether dt is a string or one of standardLayouts.
+func standardLayout(dt *hdf5.Datatype) bool {
+	if dt.Class() == hdf5.T_STRING {
+		return true
+	}
+	for _, t := range standardLayouts {
+		if dt.Equal(t) {
+			return true
+		}
+	}
+	return false
+}
+
 // openAttr opens an attribute and checks that it holds one value of the
 // wanted type class; the caller closes both results.
 func (f *File) openAttr(g *hdf5.Group, name string, class hdf5.TypeClass, want string) (*hdf5.Attribute, *hdf5.Datatype, error) {
@@ -349,6 +370,13 @@ func (f *File) openAttr(g *hdf5.Group, name string, class hdf5.TypeClass, want s
 		dt.Close()
 		a.Close()
 		return nil, nil, f.errorf(field, "has type class %s, expected %s", typeClassName(c), want)
+	}
+	if !standardLayout(dt) {
+		size := dt.Size()
+		dt.Close()
+		a.Close()
+		return nil, nil, f.errorf(field, "has a %s type of %d bytes with a non-standard byte order or bit layout, expected little-endian %s",
+			typeClassName(class), size, strings.TrimPrefix(strings.TrimPrefix(want, "an "), "a "))
 	}
 	sp := a.Space()
 	points := -1
