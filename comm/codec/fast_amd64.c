@@ -5,8 +5,8 @@
 // The arithmetic is the reference's, per value and in the same float32
 // operations (ISO C: no contraction into fused multiply-adds; the vector
 // min and max keep the reference's NaN rule: a NaN operand loses), so the
-// payloads are byte-identical; Philox4x32-10 runs on 8 groups at once, one
-// block per 32-bit lane.
+// payloads are byte-identical; Philox4x32-10 makes 8 blocks (the draws of
+// 128 columns) at once.
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -20,7 +20,7 @@ int gnn_codec_have_avx2(void) {
     return __builtin_cpu_supports("avx2");
 }
 
-// keys holds the 10 rounds' keys of one message, broadcast.
+// philox_keys holds the 10 rounds' keys of one message, broadcast.
 typedef struct {
     __m256i k0[10], k1[10];
 } philox_keys;
