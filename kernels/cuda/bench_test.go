@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 	"gorgonia.org/cu"
 )
@@ -56,7 +57,7 @@ func BenchmarkQuantEncode(b *testing.B) {
 	for _, bits := range []int{1, 2, 4, 8} {
 		b.Run(map[int]string{1: "b=1", 2: "b=2", 4: "b=4", 8: "b=8"}[bits], func(b *testing.B) {
 			d, x := benchInput(b)
-			out := d.NewBytes(benchRows * (6 + (benchCols*bits+7)/8))
+			out := d.NewBytes(codec.Quant(bits).WireSize(benchRows, benchCols))
 			b.SetBytes(int64(4 * x.Len()))
 			timed(b, d, func() { d.QuantEncode(bits, AllRows(), x, out.Ptr, 7) })
 		})
@@ -65,7 +66,7 @@ func BenchmarkQuantEncode(b *testing.B) {
 
 func BenchmarkQuantDecode(b *testing.B) {
 	d, x := benchInput(b)
-	out := d.NewBytes(benchRows * (6 + benchCols/2))
+	out := d.NewBytes(codec.Quant(4).WireSize(benchRows, benchCols))
 	d.QuantEncode(4, AllRows(), x, out.Ptr, 7)
 	b.SetBytes(int64(4 * x.Len()))
 	timed(b, d, func() { d.QuantDecode(4, out.Ptr, x) })

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/gnn-spmd/gnn-spmd/kernels"
+	"github.com/gnn-spmd/gnn-spmd/kernels/internal/kerneltest"
 )
 
 var (
@@ -55,19 +56,12 @@ func bigShapes(d *Device) [][2]int {
 	return [][2]int{{1, threads + 5}, {(threads + 37*40) / 37, 37}, {warps + 1000, 5}}
 }
 
-// specials are the values whose handling the CPU defines: signed zeros,
-// infinities, NaNs of both signs, subnormals, the largest floats.
-var specials = []float32{float32(math.Copysign(0, -1)), 0, float32(math.NaN()), -float32(math.NaN()),
-	float32(math.Inf(1)), float32(math.Inf(-1)), math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32,
-	1e-40, -1e-40, math.MaxFloat32, -math.MaxFloat32, 1, -1}
-
-func randMat(rng *rand.Rand, r, c int) *kernels.Mat {
-	m := kernels.NewMat(r, c)
-	for i := range m.Data {
-		m.Data[i] = float32(rng.NormFloat64())
-	}
-	return m
-}
+// The shared inputs and comparison of the twin tests.
+var (
+	specials         = kerneltest.Specials
+	randMat, randAdj = kerneltest.RandMat, kerneltest.RandAdj
+	same             = kerneltest.Same
+)
 
 func up(d *Device, m *kernels.Mat) *kernels.Mat {
 	g := d.NewMat(m.Rows, m.Cols)
@@ -79,21 +73,6 @@ func down(d *Device, g *kernels.Mat) []float32 {
 	h := make([]float32, g.Len())
 	d.Download(h, g)
 	return h
-}
-
-// same demands bit equality (any NaN equals any NaN: the GPU's NaN has no
-// payload).
-func same(t *testing.T, what string, got, want []float32) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
-	}
-	for i := range got {
-		g, w := got[i], want[i]
-		if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
-			t.Fatalf("%s: element %d is %v (%#x), CPU %v (%#x)", what, i, g, math.Float32bits(g), w, math.Float32bits(w))
-		}
-	}
 }
 
 // near allows tol relative to the largest magnitude (different summation
@@ -112,30 +91,6 @@ func near(t *testing.T, what string, got, want []float32, tol float64) {
 			t.Fatalf("%s: element %d is %v, CPU %v (|diff| %.3g > %.3g)", what, i, got[i], want[i], d, tol*scale)
 		}
 	}
-}
-
-func randAdj(rng *rand.Rand, rows, cols int, weighted bool) *kernels.Adj {
-	ptr := make([]int64, rows+1)
-	var col []int32
-	var val []float32
-	for i := range rows {
-		deg := rng.IntN(6)
-		if i%17 == 0 {
-			deg = 0 // empty rows
-		}
-		for range deg {
-			if cols == 0 {
-				break
-			}
-			col = append(col, int32(rng.IntN(cols)))
-			val = append(val, float32(rng.Float64()))
-		}
-		ptr[i+1] = int64(len(col))
-	}
-	if !weighted {
-		val = nil
-	}
-	return kernels.NewAdj(rows, cols, ptr, col, val)
 }
 
 func TestSpMM(t *testing.T) {

@@ -15,15 +15,18 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
+	"github.com/gnn-spmd/gnn-spmd/kernels/internal/kerneltest"
 	"github.com/gnn-spmd/gnn-spmd/kernels/rng"
 )
 
 var cpu = kernels.NewCPU(1)
 
-// specials are the values whose handling the Go code defines.
-var specials = []float32{float32(math.Copysign(0, -1)), 0, float32(math.NaN()), -float32(math.NaN()),
-	float32(math.Inf(1)), float32(math.Inf(-1)), math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32,
-	1e-40, -1e-40, 1.1754942e-38, math.MaxFloat32, -math.MaxFloat32, 1, -1, 0.5}
+// The shared inputs and comparison of the twin tests.
+var (
+	specials         = kerneltest.Specials
+	randMat, randAdj = kerneltest.RandMat, kerneltest.RandAdj
+	same             = kerneltest.Same
+)
 
 // rowKinds fill a row of width cols: the codecs' edge cases.
 var rowKinds = []struct {
@@ -87,22 +90,6 @@ func rows3(r *rand.Rand, cols int, fill func(*rand.Rand, []float32)) []float32 {
 		fill(r, x[i*cols:(i+1)*cols])
 	}
 	return x
-}
-
-// same demands equal bits, except that any NaN equals any NaN: which
-// operand's NaN an operation returns is the hardware's choice (x86 the
-// first's, the GPU a canonical NaN), and Go's compiler may swap the
-// operands of a product. The codecs' payloads are compared as bytes.
-func same(t *testing.T, what string, got, want []float32) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
-	}
-	for i := range got {
-		if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
-			t.Fatalf("%s: element %d is %v (%#x), Go %v (%#x)", what, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
-		}
-	}
 }
 
 func sameBytes(t *testing.T, what string, got, want []byte) {
@@ -232,14 +219,6 @@ func TestSqDiff(t *testing.T) {
 			t.Fatalf("%d columns: (%v, %v), Go (%v, %v)", cols, ge, gn, e, n)
 		}
 	}
-}
-
-func randMat(r *rand.Rand, rows, cols int) *kernels.Mat {
-	m := kernels.NewMat(rows, cols)
-	for i := range m.Data {
-		m.Data[i] = float32(r.NormFloat64())
-	}
-	return m
 }
 
 // withSpecials sets about a third of m's values to special ones.
@@ -424,27 +403,6 @@ func TestLossAndCounts(t *testing.T) {
 			}
 		}
 	}
-}
-
-func randAdj(r *rand.Rand, rows, cols int, weighted bool) *kernels.Adj {
-	ptr := make([]int64, rows+1)
-	var col []int32
-	var val []float32
-	for i := range rows {
-		deg := r.IntN(6)
-		if i%17 == 0 {
-			deg = 0 // empty rows
-		}
-		for range deg {
-			col = append(col, int32(r.IntN(cols)))
-			val = append(val, float32(r.Float64()))
-		}
-		ptr[i+1] = int64(len(col))
-	}
-	if !weighted {
-		val = nil
-	}
-	return kernels.NewAdj(rows, cols, ptr, col, val)
 }
 
 // SpMM and its transpose on widths past a lane's tiles (32*4 columns).
