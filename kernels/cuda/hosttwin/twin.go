@@ -319,15 +319,15 @@ func Adam(p, g, m, v []float32, beta1, beta2, eps, wd, stepSize, bc2Sqrt float32
 // SumSquares is sum_squares_partial as one thread.
 func SumSquares(x []float32) float64 { return float64(C.twin_sum_squares(C.longlong(len(x)), fp(x))) }
 
-// SoftmaxCrossEntropy is softmax_xent over the listed rows of a rows x C
+// SoftmaxCrossEntropy is softmax_xent over the listed rows of a rows x classes
 // matrix; dlogits' other rows are left as they are.
-func SoftmaxCrossEntropy(logits []float32, C_ int, labels, rows []int32, scale float32, dlogits []float32) float64 {
-	return float64(C.twin_softmax_xent(C.int(len(rows)), C.int(C_), fp(logits), ip(labels), ip(rows), C.float(scale), fp(dlogits)))
+func SoftmaxCrossEntropy(logits []float32, classes int, labels, rows []int32, scale float32, dlogits []float32) float64 {
+	return float64(C.twin_softmax_xent(C.int(len(rows)), C.int(classes), fp(logits), ip(labels), ip(rows), C.float(scale), fp(dlogits)))
 }
 
 // CountCorrect is count_correct.
-func CountCorrect(logits []float32, C_ int, labels, rows []int32) int {
-	return int(C.twin_count_correct(C.int(len(rows)), C.int(C_), fp(logits), ip(labels), ip(rows)))
+func CountCorrect(logits []float32, classes int, labels, rows []int32) int {
+	return int(C.twin_count_correct(C.int(len(rows)), C.int(classes), fp(logits), ip(labels), ip(rows)))
 }
 
 // ScoreHistogram is score_histogram: hist has 2*bins counts.
