@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,19 +147,15 @@ func epochLines(lines []string) int {
 	return n
 }
 
-// rankPid is the process of MPI rank r among mpirun's children (Open MPI
-// puts the rank in the process's environment).
+// rankPid is the process of MPI rank r below the launcher (which puts the
+// rank in the process's environment).
 func rankPid(t *testing.T, cmd *exec.Cmd, r int) int {
 	t.Helper()
-	out, _ := exec.Command("pgrep", "-P", strconv.Itoa(cmd.Process.Pid)).Output()
-	for _, p := range strings.Fields(string(out)) {
-		env, _ := os.ReadFile("/proc/" + p + "/environ")
-		if slices.Contains(strings.Split(string(env), "\x00"), "OMPI_COMM_WORLD_RANK="+strconv.Itoa(r)) {
-			pid, _ := strconv.Atoi(p)
-			return pid
-		}
+	ranks := rankPids(cmd.Process.Pid)
+	if pid, ok := ranks[r]; ok {
+		return pid
 	}
-	t.Fatalf("no process of rank %d among mpirun's children %q", r, out)
+	t.Fatalf("no process of rank %d below %s (ranks %v)", r, launcher.name, ranks)
 	return 0
 }
 

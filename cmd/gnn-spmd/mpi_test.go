@@ -38,24 +38,54 @@ func sharedData(t *testing.T, name string) string {
 	return abs
 }
 
-// mpirunCmd runs q ranks of this binary as the CLI.
+// mpiLauncher is the MPI launcher the tests start ranks with: the one of
+// the MPI library this binary is built against (launcher_*_test.go).
+type mpiLauncher struct {
+	name    string   // the command
+	install string   // what installs it
+	np      string   // its flag for the number of processes
+	rankEnv string   // the variable that holds a rank's number in its environment
+	env     []string // what the tests add to its environment
+}
+
+// mpirunCmd runs q ranks of this binary as the CLI under the launcher.
 func mpirunCmd(ctx context.Context, t *testing.T, q int, args ...string) *exec.Cmd {
-	if _, err := exec.LookPath("mpirun"); err != nil {
-		t.Skip("mpirun not on PATH (scripts/deps.sh installs openmpi-bin)")
+	if _, err := exec.LookPath(launcher.name); err != nil {
+		t.Skipf("%s not on PATH (%s)", launcher.name, launcher.install)
 	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, "mpirun", append([]string{"-np", strconv.Itoa(q), self}, args...)...)
-	cmd.Env = append(os.Environ(), "GNN_SPMD_AS_CLI=1",
-		"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-		"OMPI_MCA_rmaps_base_oversubscribe=1",
-		// More ranks than cores: waiting ranks must yield, not spin.
-		"OMPI_MCA_mpi_yield_when_idle=1")
+	cmd := exec.CommandContext(ctx, launcher.name, append([]string{launcher.np, strconv.Itoa(q), self}, args...)...)
+	cmd.Env = append(append(os.Environ(), "GNN_SPMD_AS_CLI=1"), launcher.env...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
 	return cmd
+}
+
+// rankPids are the processes below pid (at any depth) that are MPI ranks,
+// by rank: those with the launcher's rank variable in their environment.
+func rankPids(pid int) map[int]int {
+	out := map[int]int{}
+	var walk func(p int)
+	walk = func(p int) {
+		b, _ := exec.Command("pgrep", "-P", strconv.Itoa(p)).Output()
+		for _, f := range strings.Fields(string(b)) {
+			c, _ := strconv.Atoi(f)
+			env, _ := os.ReadFile("/proc/" + f + "/environ")
+			for _, kv := range strings.Split(string(env), "\x00") {
+				if v, ok := strings.CutPrefix(kv, launcher.rankEnv+"="); ok {
+					if r, err := strconv.Atoi(v); err == nil {
+						out[r] = c
+					}
+				}
+			}
+			walk(c)
+		}
+	}
+	walk(pid)
+	return out
 }
 
 type epochLine struct {
@@ -139,7 +169,7 @@ func TestMPIEqualsOneProcess(t *testing.T) {
 					defer cancel()
 					cmd := mpirunCmd(ctx, t, q, append(common, "--partition", method, "--metrics", out)...)
 					if b, err := cmd.CombinedOutput(); err != nil {
-						t.Fatalf("mpirun: %v\n%s", err, b)
+						t.Fatalf("%s: %v\n%s", launcher.name, err, b)
 					}
 					sameRun(t, readMetrics(t, out), want)
 				})
@@ -234,20 +264,19 @@ func TestMPIWrongWorldSize(t *testing.T) {
 	}
 }
 
-// killLastRank sends SIGKILL to the newest of mpirun's want rank processes
-// and returns the ranks' pids and when it killed.
+// killLastRank sends SIGKILL to the highest of the launcher's want rank
+// processes and returns the ranks' pids and when it killed.
 func killLastRank(t *testing.T, cmd *exec.Cmd, want int) ([]string, time.Time) {
 	t.Helper()
-	out, err := exec.Command("pgrep", "-P", strconv.Itoa(cmd.Process.Pid)).Output()
-	if err != nil {
-		t.Fatalf("pgrep: %v", err)
+	ranks := rankPids(cmd.Process.Pid)
+	if len(ranks) != want {
+		t.Fatalf("found rank pids %v, want %d", ranks, want)
 	}
-	pids := strings.Fields(string(out))
-	if len(pids) != want {
-		t.Fatalf("found rank pids %v, want %d", pids, want)
+	var pids []string
+	for r := range want {
+		pids = append(pids, strconv.Itoa(ranks[r]))
 	}
-	victim, _ := strconv.Atoi(pids[len(pids)-1])
 	killed := time.Now()
-	syscall.Kill(victim, syscall.SIGKILL)
+	syscall.Kill(ranks[want-1], syscall.SIGKILL)
 	return pids, killed
 }
