@@ -27,6 +27,14 @@ type Exchanger interface {
 	// SetEpoch keys the codecs' random draws to (seed, epoch), so that a
 	// run reproduces bit for bit.
 	SetEpoch(seed uint64, epoch int)
+	// SetResidual switches residual coding on or off (see Residual).
+	SetResidual(r Residual) error
+	// ResidualBlocks is this rank's share of the residual state, for a
+	// checkpoint (GatherResidual); RestoreResidual sets it from one, and
+	// ResidualBytes is its size.
+	ResidualBlocks() []ResidualBlock
+	RestoreResidual(tables []ResidualTable) error
+	ResidualBytes() int64
 	// Meter is what the exchange measured since its last Reset.
 	Meter() *Meter
 }
@@ -81,15 +89,23 @@ type Exchange[P any] struct {
 	tr   Transport[P]
 
 	fwd, bwd []codec.Spec // per layer
-	ops      [][2]comm.Op // per layer, forward and backward: the watchdog's names
-	epoch    int
-	seed     uint64
+	// ops are the watchdog's names, per layer: the forward and backward
+	// exchanges, then their bitmaps (residual coding with skipping).
+	ops   [][4]comm.Op
+	epoch int
+	seed  uint64
+
+	res     Residual
+	states  [][2]residual // per layer, forward and backward
+	scratch residualScratch
 
 	// wireOut and wireIn hold all peers' encoded payloads, one allocation
 	// each (MPI addresses the peers' parts by offsets from one base);
-	// sendB and recvB are the per-peer views handed to the transport.
+	// sendB and recvB are the per-peer views handed to the transport,
+	// sizes their bytes.
 	wireOut, wireIn P
 	sendB, recvB    []P
+	sizes           []int
 	// stage holds the gradients received (backward) or the sender's own
 	// decoded payload (forward); stageBuf is its allocation.
 	stage, stageBuf kernels.Mat
@@ -104,12 +120,15 @@ func New[P any](plan *Plan, mem Memory[P], tr Transport[P], layers int) (*Exchan
 		return nil, fmt.Errorf("halo exchange: a plan for rank %d of %d over a transport of rank %d of %d", plan.Rank, q, tr.Rank(), tr.Size())
 	}
 	x := &Exchange[P]{plan: plan, mem: mem, tr: tr,
-		fwd: make([]codec.Spec, layers), bwd: make([]codec.Spec, layers), ops: make([][2]comm.Op, layers),
-		sendB: make([]P, q), recvB: make([]P, q), meter: newMeter(layers, q)}
+		fwd: make([]codec.Spec, layers), bwd: make([]codec.Spec, layers), ops: make([][4]comm.Op, layers),
+		states: make([][2]residual, layers), sendB: make([]P, q), recvB: make([]P, q), sizes: make([]int, q),
+		meter: newMeter(layers, q)}
 	from, to := plan.peers()
 	for l := range x.ops {
-		x.ops[l] = [2]comm.Op{{Name: fmt.Sprintf("halo exchange forward layer %d", l), Peers: from},
-			{Name: fmt.Sprintf("halo exchange backward layer %d", l), Peers: to}}
+		x.ops[l] = [4]comm.Op{{Name: fmt.Sprintf("halo exchange forward layer %d", l), Peers: from},
+			{Name: fmt.Sprintf("halo exchange backward layer %d", l), Peers: to},
+			{Name: fmt.Sprintf("halo exchange forward bitmaps layer %d", l), Peers: from},
+			{Name: fmt.Sprintf("halo exchange backward bitmaps layer %d", l), Peers: to}}
 	}
 	return x, nil
 }
@@ -120,21 +139,31 @@ func (x *Exchange[P]) SetCodecs(layer int, fwd, bwd codec.Spec) {
 func (x *Exchange[P]) SetEpoch(seed uint64, epoch int) { x.seed, x.epoch = seed, epoch }
 func (x *Exchange[P]) Meter() *Meter                   { return &x.meter }
 
-// views cuts buf (grown as needed) into one payload per peer, peer p
-// carrying rows[p] rows of width f under c.
-func (x *Exchange[P]) views(buf P, out []P, c codec.Spec, f int, rows []int) P {
+// cut cuts buf (grown as needed) into one payload per peer, out[p] of
+// n(p) bytes.
+func (x *Exchange[P]) cut(buf P, out []P, n func(p int) int) P {
 	total := 0
-	for _, r := range rows {
-		total += c.WireSize(r, f)
+	for p := range out {
+		total += n(p)
 	}
 	buf = x.mem.Grow(buf, total)
 	off := 0
 	for p := range out {
-		n := c.WireSize(rows[p], f)
-		out[p] = x.mem.Slice(buf, off, n)
-		off += n
+		out[p] = x.mem.Slice(buf, off, n(p))
+		off += n(p)
 	}
 	return buf
+}
+
+// views cuts buf into one payload per peer, peer p carrying rows[p] rows
+// of width f under c; sizes, if not nil, receives their bytes.
+func (x *Exchange[P]) views(buf P, out []P, c codec.Spec, f int, rows, sizes []int) P {
+	for p, r := range rows {
+		if sizes != nil {
+			sizes[p] = c.WireSize(r, f)
+		}
+	}
+	return x.cut(buf, out, func(p int) int { return c.WireSize(rows[p], f) })
 }
 
 // timed waits for the memory and adds the time since start to *acc.
@@ -144,22 +173,24 @@ func (x *Exchange[P]) timed(start time.Time, acc *float64) error {
 	return err
 }
 
-// transport sends sendB and receives recvB, counting the bytes to every
-// peer but this rank in traffic.
-func (x *Exchange[P]) transport(layer, dir int, c codec.Spec, f int, traffic []int64, sent []int) error {
+// transport sends sendB and receives recvB under the watchdog's name
+// ops[layer][op], counting the bytes to every peer but this rank (sizes)
+// in traffic.
+func (x *Exchange[P]) transport(layer, op int, traffic []int64, sizes []int) error {
 	for p := range traffic {
 		if p != x.plan.Rank {
-			traffic[p] += int64(c.WireSize(sent[p], f))
+			traffic[p] += int64(sizes[p])
 		}
 	}
 	start := time.Now()
-	comm.Label(x.tr, &x.ops[layer][dir])
+	comm.Label(x.tr, &x.ops[layer][op])
 	err := x.tr.AllToAllV(x.sendB, x.recvB)
 	if err == nil {
 		err = x.timed(start, &x.meter.Seconds)
 	}
 	if err != nil {
-		return fmt.Errorf("halo %s of layer %d: %w", [2]string{"forward", "backward"}[dir], layer, err)
+		what := [4]string{"forward", "backward", "forward bitmaps", "backward bitmaps"}[op]
+		return fmt.Errorf("halo %s of layer %d: %w", what, layer, err)
 	}
 	return nil
 }
@@ -171,14 +202,18 @@ func (x *Exchange[P]) Forward(layer int, h *kernels.Mat) error {
 	if h.Rows != pl.Owned+pl.HaloRows() {
 		return fmt.Errorf("halo forward: matrix has %d rows, expected %d owned + %d halo", h.Rows, pl.Owned, pl.HaloRows())
 	}
+	if x.residualOn(c) {
+		hx, mem, _ := hostResidual(x)
+		return residualForward(hx, mem, layer, h, c)
+	}
 	start := time.Now()
-	x.wireOut = x.views(x.wireOut, x.sendB, c, f, pl.sendRows)
+	x.wireOut = x.views(x.wireOut, x.sendB, c, f, pl.sendRows, x.sizes)
 	if c.Raw() {
 		for p := range x.recvB {
 			x.recvB[p] = x.mem.Rows(h, pl.Owned+pl.RecvStart[p], pl.Owned+pl.RecvStart[p+1])
 		}
 	} else {
-		x.wireIn = x.views(x.wireIn, x.recvB, c, f, pl.recvRows)
+		x.wireIn = x.views(x.wireIn, x.recvB, c, f, pl.recvRows, nil)
 		x.stage = x.mem.Scratch(&x.stageBuf, pl.SendRows(), f)
 	}
 	for p, rows := range pl.Send {
@@ -199,7 +234,7 @@ func (x *Exchange[P]) Forward(layer int, h *kernels.Mat) error {
 	if err := x.timed(start, acc); err != nil {
 		return err
 	}
-	if err := x.transport(layer, 0, c, f, x.meter.Fwd[layer], pl.sendRows); err != nil {
+	if err := x.transport(layer, 0, x.meter.Fwd[layer], x.sizes); err != nil {
 		return err
 	}
 	if c.Raw() {
@@ -219,16 +254,21 @@ func (x *Exchange[P]) BackwardSend(layer int, dh *kernels.Mat) error {
 	if dh.Rows != pl.HaloRows() {
 		return fmt.Errorf("halo backward: matrix has %d rows, expected %d halo rows", dh.Rows, pl.HaloRows())
 	}
+	if x.residualOn(c) {
+		hx, mem, _ := hostResidual(x)
+		return residualBackwardSend(hx, mem, layer, dh, c)
+	}
 	x.stage = x.mem.Scratch(&x.stageBuf, pl.SendRows(), f)
 	if c.Raw() { // raw rows go from dh and land in the stage
 		for p := range pl.Send {
 			x.sendB[p] = x.mem.Rows(dh, pl.RecvStart[p], pl.RecvStart[p+1])
 			x.recvB[p] = x.mem.Rows(&x.stage, pl.sendStart[p], pl.sendStart[p+1])
+			x.sizes[p] = c.WireSize(pl.recvRows[p], f)
 		}
 	} else {
 		start := time.Now()
-		x.wireOut = x.views(x.wireOut, x.sendB, c, f, pl.recvRows)
-		x.wireIn = x.views(x.wireIn, x.recvB, c, f, pl.sendRows)
+		x.wireOut = x.views(x.wireOut, x.sendB, c, f, pl.recvRows, x.sizes)
+		x.wireIn = x.views(x.wireIn, x.recvB, c, f, pl.sendRows, nil)
 		for p := range pl.Send {
 			x.mem.Encode(c, dh, pl.RecvStart[p], pl.RecvStart[p+1], x.sendB[p],
 				codec.SeedFor(x.seed, x.epoch, layer, 1, pl.Rank, p))
@@ -237,7 +277,7 @@ func (x *Exchange[P]) BackwardSend(layer int, dh *kernels.Mat) error {
 			return err
 		}
 	}
-	return x.transport(layer, 1, c, f, x.meter.Bwd[layer], pl.recvRows)
+	return x.transport(layer, 1, x.meter.Bwd[layer], x.sizes)
 }
 
 // BackwardAdd adds the gradients BackwardSend received into the owned rows
@@ -246,6 +286,10 @@ func (x *Exchange[P]) BackwardAdd(layer int, own *kernels.Mat) error {
 	pl, c := x.plan, x.bwd[layer]
 	if own.Rows != pl.Owned || own.Cols != x.stage.Cols {
 		return fmt.Errorf("halo backward: owned rows %dx%d, expected %d rows as wide as the gradients sent", own.Rows, own.Cols, pl.Owned)
+	}
+	if x.residualOn(c) {
+		hx, mem, _ := hostResidual(x)
+		return residualBackwardAdd(hx, mem, layer, own, c)
 	}
 	start := time.Now()
 	for p, rows := range pl.Send {

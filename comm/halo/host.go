@@ -1,6 +1,7 @@
 package halo
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
@@ -92,4 +93,39 @@ func bytesOf(f []float32) []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
+}
+
+func (*Host) Sub(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat) {
+	for k, r := range idx {
+		s, out := state.Row(lo+k), d.Row(lo+k)
+		for j, v := range m.Row(int(r)) {
+			out[j] = v - s[j]
+		}
+	}
+}
+
+func (*Host) Keep(idx []int32, m, d *kernels.Mat, lo int, tau float32, bitmap []byte) int {
+	clear(bitmap)
+	n := 0
+	for k, r := range idx {
+		// A non-finite residual always goes: the receiver must see it.
+		if dm := rowMax(d.Row(lo + k)); dm > tau*rowMax(m.Row(int(r))) || dm > math.MaxFloat32 {
+			bitmap[k>>3] |= 1 << (k & 7)
+			n++
+		}
+	}
+	return n
+}
+
+// rowMax is the largest magnitude in v, +Inf when v holds a NaN.
+func rowMax(v []float32) float32 {
+	var m float32
+	for _, x := range v {
+		a := math.Float32frombits(math.Float32bits(x) &^ (1 << 31))
+		if a != a {
+			return float32(math.Inf(1))
+		}
+		m = max(m, a)
+	}
+	return m
 }

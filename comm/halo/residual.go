@@ -1,0 +1,336 @@
+package halo
+
+import (
+	"fmt"
+	"math/bits"
+	"time"
+
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+)
+
+// Residual configures residual coding with error feedback. Both ends of
+// every exchange (layer, direction, peer) keep the receiver's
+// reconstruction R of each row, zero at first. The sender encodes x - R
+// instead of x, both ends add the decoded difference into R, and the
+// receiver uses R as the row. What the codec lost stays in x - R and is
+// sent again next time, so errors do not pile up, and a row that stops
+// changing converges to its exact value.
+type Residual struct {
+	On bool
+	// Skip, when > 0, leaves out every row whose residual's largest
+	// magnitude is at most Skip times the largest of the row itself: a
+	// bitmap per peer (one bit per row, counted in the bytes, exchanged
+	// before the rows) says which rows follow. Both ends keep R for the rows
+	// left out, whose residual carries into the next exchange.
+	Skip float32
+}
+
+// ResidualMemory is a host Memory that residual coding runs on (the bitmaps
+// are read on the host), with the two row operations it adds.
+type ResidualMemory interface {
+	Memory[[]byte]
+	// Sub writes d's rows [lo, lo+len(idx)) = m's rows idx minus state's
+	// rows [lo, lo+len(idx)).
+	Sub(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat)
+	// Keep sets bit k of bitmap when row lo+k of d holds a magnitude above
+	// tau times the largest of m's row idx[k], or a NaN, and clears it
+	// otherwise; it returns the number of bits set.
+	Keep(idx []int32, m, d *kernels.Mat, lo int, tau float32, bitmap []byte) int
+}
+
+// residual is the state of one exchange (layer, direction): sent holds the
+// reconstructions of the rows this rank sends, peer by peer as its payloads
+// are laid out; recv those of the rows it receives, likewise. cols is 0
+// until the exchange first runs with residual coding.
+type residual struct {
+	cols       int
+	sent, recv kernels.Mat
+}
+
+// side is one end of an exchange in one direction: peer p's rows are
+// [Start[p], Start[p]+Rows[p]) of the sender's (or receiver's) stage.
+type side struct{ Start, Rows []int }
+
+// sides are the sender's and the receiver's layouts of direction dir:
+// forward a rank sends its send lists and receives its halo rows, backward
+// the reverse.
+func (x *Exchange[P]) sides(dir int) (send, recv side) {
+	pl := x.plan
+	fwd, bwd := side{pl.sendStart, pl.sendRows}, side{pl.RecvStart, pl.recvRows}
+	if dir == 1 {
+		return bwd, fwd
+	}
+	return fwd, bwd
+}
+
+// residualScratch is what residual coding reuses between exchanges.
+type residualScratch struct {
+	d, dBuf       kernels.Mat // the residuals, then what the receiver decodes
+	iota          []int32     // iota[i] = i: a contiguous range as a row list
+	keep          []int32     // the rows one bitmap keeps
+	bitOut, bitIn []byte      // all peers' bitmaps, one allocation each
+	outB, inB     [][]byte    // their per-peer views
+	sentK, recvK  []int       // rows kept per peer
+	sizes         []int       // bytes per peer
+}
+
+func (r *residualScratch) prepare(q, rows int) {
+	if len(r.iota) < rows {
+		r.iota = make([]int32, rows)
+		for i := range r.iota {
+			r.iota[i] = int32(i)
+		}
+		r.keep = make([]int32, 0, rows)
+	}
+	if len(r.outB) != q {
+		r.outB, r.inB = make([][]byte, q), make([][]byte, q)
+		r.sentK, r.recvK, r.sizes = make([]int, q), make([]int, q), make([]int, q)
+	}
+}
+
+// rows lists the rows [lo, lo+n) whose bit is set in bitmap, or all of
+// them when bitmap is nil.
+func (r *residualScratch) rows(bitmap []byte, lo, n int) []int32 {
+	if bitmap == nil {
+		return r.iota[lo : lo+n]
+	}
+	r.keep = r.keep[:0]
+	for k := range n {
+		if bitmap[k>>3]&(1<<(k&7)) != 0 {
+			r.keep = append(r.keep, int32(lo+k))
+		}
+	}
+	return r.keep
+}
+
+// bitmap is peer p's bitmap in b, nil without skipping.
+func (x *Exchange[P]) bitmap(b [][]byte, p int) []byte {
+	if x.res.Skip > 0 {
+		return b[p]
+	}
+	return nil
+}
+
+func bitmapSize(n int) int { return (n + 7) / 8 }
+
+func popcount(b []byte) int {
+	n := 0
+	for _, v := range b {
+		n += bits.OnesCount8(v)
+	}
+	return n
+}
+
+func sumInts(v []int) int {
+	n := 0
+	for _, x := range v {
+		n += x
+	}
+	return n
+}
+
+// cutBytes cuts buf (grown as needed) into out[p] of n(p) bytes.
+func cutBytes(buf []byte, out [][]byte, n func(p int) int) []byte {
+	total := 0
+	for p := range out {
+		total += n(p)
+	}
+	if cap(buf) < total {
+		buf = make([]byte, total)
+	}
+	off := 0
+	for p := range out {
+		out[p] = buf[off : off+n(p) : off+n(p)]
+		off += n(p)
+	}
+	return buf[:total]
+}
+
+// hostResidual is x as a host exchange with a memory that runs residual
+// coding, or an error.
+func hostResidual[P any](x *Exchange[P]) (*Exchange[[]byte], ResidualMemory, error) {
+	if hx, ok := any(x).(*Exchange[[]byte]); ok {
+		if mem, ok := hx.mem.(ResidualMemory); ok {
+			return hx, mem, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("residual coding runs on host memory only, not in a %T exchange", x.mem)
+}
+
+// SetResidual switches residual coding on or off for the exchanges that
+// follow (the trainer turns it off for evaluation passes, which are not
+// part of the training stream). It fails when the exchange's memory cannot
+// run it.
+func (x *Exchange[P]) SetResidual(r Residual) error {
+	if r.On {
+		if _, _, err := hostResidual(x); err != nil {
+			return err
+		}
+	}
+	x.res = r
+	return nil
+}
+
+// residualOn reports whether an exchange under c codes residuals: raw rows
+// go as they are and leave the state alone.
+func (x *Exchange[P]) residualOn(c codec.Spec) bool { return x.res.On && !c.Raw() }
+
+// state returns the residual state of layer's exchange in direction dir,
+// allocated (zero) on first use.
+func (x *Exchange[P]) state(layer, dir, cols int) (*residual, error) {
+	s := &x.states[layer][dir]
+	if s.cols == 0 {
+		send, recv := x.sides(dir)
+		*s = newResidual(cols, sumInts(send.Rows), sumInts(recv.Rows))
+	}
+	if s.cols != cols {
+		return nil, fmt.Errorf("residual state of layer %d is %d wide, its rows %d", layer, s.cols, cols)
+	}
+	return s, nil
+}
+
+func newResidual(cols, sent, recv int) residual {
+	return residual{cols: cols, sent: kernels.Mat{Rows: sent, Cols: cols, Data: make([]float32, sent*cols)},
+		recv: kernels.Mat{Rows: recv, Cols: cols, Data: make([]float32, recv*cols)}}
+}
+
+// ResidualBytes is the memory the residual state holds on this rank.
+func (x *Exchange[P]) ResidualBytes() int64 {
+	var n int64
+	for _, l := range x.states {
+		for _, s := range l {
+			n += 4 * int64(len(s.sent.Data)+len(s.recv.Data))
+		}
+	}
+	return n
+}
+
+// residualEncode is the sender's half of a residual exchange in direction
+// dir: for every peer p it writes the residuals of src's rows idx(p)
+// against st.sent into x.sendB[p], adds what the receiver will decode into
+// st.sent, and prepares x.recvB for the peers' payloads. With skipping it
+// first exchanges the bitmaps (their bytes and time counted as traffic).
+func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c codec.Spec, src *kernels.Mat, idx func(p int) []int32, st *residual) error {
+	pl, r, f, q := x.plan, &x.scratch, src.Cols, x.plan.Size()
+	send, recv := x.sides(dir)
+	traffic := [2][][]int64{x.meter.Fwd, x.meter.Bwd}[dir][layer]
+	r.prepare(q, max(st.sent.Rows, st.recv.Rows))
+	start := time.Now()
+	r.d = mem.Scratch(&r.dBuf, st.sent.Rows, f)
+	for p := range q {
+		mem.Sub(idx(p), src, &st.sent, send.Start[p], &r.d)
+	}
+	copy(r.sentK, send.Rows)
+	copy(r.recvK, recv.Rows)
+	if x.res.Skip > 0 {
+		r.bitOut = cutBytes(r.bitOut, r.outB, func(p int) int { return bitmapSize(send.Rows[p]) })
+		r.bitIn = cutBytes(r.bitIn, r.inB, func(p int) int { return bitmapSize(recv.Rows[p]) })
+		for p := range q {
+			r.sentK[p] = mem.Keep(idx(p), src, &r.d, send.Start[p], x.res.Skip, r.outB[p])
+			r.sizes[p] = len(r.outB[p])
+		}
+		if err := x.timed(start, &x.meter.CodecSeconds); err != nil {
+			return err
+		}
+		copy(x.sendB, r.outB)
+		copy(x.recvB, r.inB)
+		if err := x.transport(layer, dir+2, traffic, r.sizes); err != nil {
+			return err
+		}
+		start = time.Now()
+		for p := range q {
+			r.recvK[p] = popcount(r.inB[p])
+		}
+	}
+	x.wireIn = x.cut(x.wireIn, x.recvB, func(p int) int { return c.WireSize(r.recvK[p], f) })
+	x.wireOut = x.cut(x.wireOut, x.sendB, func(p int) int { return c.WireSize(r.sentK[p], f) })
+	for p := range q {
+		lo, n := send.Start[p], send.Rows[p]
+		seed := codec.SeedFor(x.seed, x.epoch, layer, dir, pl.Rank, p)
+		rows := r.rows(x.bitmap(r.outB, p), lo, n)
+		if x.res.Skip > 0 {
+			mem.EncodeRows(c, &r.d, rows, x.sendB[p], seed)
+		} else {
+			mem.Encode(c, &r.d, lo, lo+n, x.sendB[p], seed)
+		}
+		// The sender decodes its own payload into residual rows it has
+		// encoded, and adds them into its copy of the receiver's state.
+		mem.Decode(c, x.sendB[p], &r.d, lo, lo+len(rows))
+		mem.ScatterAdd(rows, &r.d, lo, &st.sent)
+		r.sizes[p] = c.WireSize(len(rows), f)
+	}
+	return x.timed(start, &x.meter.CodecSeconds)
+}
+
+// residualDecode is the receiver's half for peer p: it adds the decoded
+// residuals of payload src into the rows [lo, lo+n) of st.recv, staging
+// them in rows [at, at+kept) of m.
+func residualDecode(x *Exchange[[]byte], mem ResidualMemory, c codec.Spec, p int, src []byte, st *residual, lo, n int, m *kernels.Mat, at int) {
+	r := &x.scratch
+	rows := r.rows(x.bitmap(r.inB, p), lo, n)
+	mem.Decode(c, src, m, at, at+len(rows))
+	mem.ScatterAdd(rows, m, at, &st.recv)
+}
+
+// residualForward is Forward with residual coding: the receiver's halo rows
+// are its reconstructions.
+func residualForward(x *Exchange[[]byte], mem ResidualMemory, layer int, h *kernels.Mat, c codec.Spec) error {
+	pl, f := x.plan, h.Cols
+	st, err := x.state(layer, 0, f)
+	if err != nil {
+		return err
+	}
+	if err := residualEncode(x, mem, layer, 0, c, h, func(p int) []int32 { return pl.Send[p] }, st); err != nil {
+		return err
+	}
+	start := time.Now()
+	for p, rows := range pl.Send {
+		// comp_error: what the receiver's rows miss of the sender's now.
+		e, n := mem.SqDiff(rows, h, &st.sent, pl.sendStart[p])
+		x.meter.ErrSq[layer] += e
+		x.meter.NormSq[layer] += n
+	}
+	if err := x.timed(start, &x.meter.CodecSeconds); err != nil {
+		return err
+	}
+	if err := x.transport(layer, 0, x.meter.Fwd[layer], x.scratch.sizes); err != nil {
+		return err
+	}
+	start = time.Now()
+	for p := range pl.Send {
+		lo, hi := pl.RecvStart[p], pl.RecvStart[p+1]
+		residualDecode(x, mem, c, p, x.recvB[p], st, lo, hi-lo, h, pl.Owned+lo)
+		mem.Decode(codec.None(), mem.Rows(&st.recv, lo, hi), h, pl.Owned+lo, pl.Owned+hi)
+	}
+	return x.timed(start, &x.meter.CodecSeconds)
+}
+
+// residualBackwardSend is BackwardSend with residual coding.
+func residualBackwardSend(x *Exchange[[]byte], mem ResidualMemory, layer int, dh *kernels.Mat, c codec.Spec) error {
+	pl, f := x.plan, dh.Cols
+	st, err := x.state(layer, 1, f)
+	if err != nil {
+		return err
+	}
+	x.stage = mem.Scratch(&x.stageBuf, pl.SendRows(), f)
+	halo := func(p int) []int32 { return x.scratch.iota[pl.RecvStart[p]:pl.RecvStart[p+1]] }
+	if err := residualEncode(x, mem, layer, 1, c, dh, halo, st); err != nil {
+		return err
+	}
+	return x.transport(layer, 1, x.meter.Bwd[layer], x.scratch.sizes)
+}
+
+// residualBackwardAdd is BackwardAdd with residual coding: the gradients
+// added are the reconstructions.
+func residualBackwardAdd(x *Exchange[[]byte], mem ResidualMemory, layer int, own *kernels.Mat, c codec.Spec) error {
+	pl := x.plan
+	st := &x.states[layer][1]
+	start := time.Now()
+	for p, rows := range pl.Send {
+		lo, n := pl.sendStart[p], pl.sendRows[p]
+		residualDecode(x, mem, c, p, x.recvB[p], st, lo, n, &x.stage, lo)
+		mem.ScatterAdd(rows, &st.recv, lo, own)
+	}
+	return x.timed(start, &x.meter.CodecSeconds)
+}

@@ -1,0 +1,263 @@
+package halo
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+)
+
+// haloError is the largest |received - sent| over rank p's halo rows, each
+// relative to the row's largest magnitude.
+func haloError(l haloLayout, mats []*kernels.Mat, p int) float64 {
+	rs, f := l.recvStart(p), mats[p].Cols
+	var worst float64
+	for o := range l.owned {
+		for k, src := range l.send[o][p] {
+			got, want := mats[p].Row(l.owned[p]+rs[o]+k), mats[o].Row(int(src))
+			var diff, size float64
+			for j := 0; j < f; j++ {
+				diff = max(diff, math.Abs(float64(got[j]-want[j])))
+				size = max(size, math.Abs(float64(want[j])))
+			}
+			worst = max(worst, diff/size)
+		}
+	}
+	return worst
+}
+
+// sameState checks that every sender's copy of the receivers' state equals
+// what the receivers hold, bit for bit.
+func sameState(t *testing.T, l haloLayout, xs []*Exchange[[]byte], layer, dir int) {
+	t.Helper()
+	q := len(xs)
+	for s := range q {
+		send, _ := xs[s].sides(dir)
+		st := xs[s].states[layer][dir]
+		for r := range q {
+			_, recv := xs[r].sides(dir)
+			rt := xs[r].states[layer][dir]
+			n := send.Rows[r] * st.cols
+			a := st.sent.Data[send.Start[r]*st.cols:][:n]
+			b := rt.recv.Data[recv.Start[s]*rt.cols:][:n]
+			for i := range a {
+				if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+					t.Fatalf("layer %d dir %d: rank %d's copy of rank %d's state differs at %d: %v, %v", layer, dir, s, r, i, a[i], b[i])
+				}
+			}
+		}
+	}
+}
+
+// TestResidualConverges: rows that do not change reach the receivers
+// exactly under 2-bit residual coding, both ends' states stay equal, and
+// with skipping the rows stop travelling once they have arrived (the bytes
+// fall to the bitmaps).
+func TestResidualConverges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	l := randomLayout(rng, 3)
+	const f, epochs = 11, 40
+	for _, skip := range []float32{0, 1e-3} {
+		var mu sync.Mutex
+		xs := make([]*Exchange[[]byte], 3)
+		errs := make([][]float64, 3) // per rank, per epoch: the halo error
+		bytes := make([][]int64, 3)
+		var mats []*kernels.Mat
+		mats = runExchange(t, l, f, func(x *Exchange[[]byte], h *kernels.Mat) error {
+			mu.Lock()
+			xs[x.plan.Rank] = x
+			mu.Unlock()
+			x.SetCodecs(0, codec.Quant(2), codec.None())
+			if err := x.SetResidual(Residual{On: true, Skip: skip}); err != nil {
+				return err
+			}
+			for e := range epochs {
+				x.SetEpoch(7, e)
+				x.Meter().Reset()
+				if err := x.Forward(0, h); err != nil {
+					return err
+				}
+				fw, bw := make([]int64, 1), make([]int64, 1)
+				x.Meter().AddBytes(fw, bw)
+				bytes[x.plan.Rank] = append(bytes[x.plan.Rank], fw[0])
+				errs[x.plan.Rank] = append(errs[x.plan.Rank], math.Sqrt(x.Meter().ErrSq[0]/x.Meter().NormSq[0]))
+			}
+			return nil
+		})
+		sameState(t, l, xs, 0, 0)
+		for p := range 3 {
+			// Exact up to float32 rounding, or within the skip threshold.
+			if e := haloError(l, mats, p); e > max(1e-6, float64(skip)) {
+				t.Errorf("skip %v: rank %d's halo rows are off by %v of their size after %d epochs", skip, p, e, epochs)
+			}
+			if first, last := errs[p][0], errs[p][epochs-1]; skip == 0 && !(last < first/1000) {
+				t.Errorf("rank %d's comp_error went from %v to %v", p, first, last)
+			}
+			if skip > 0 {
+				var bitmaps int64
+				for o := range 3 {
+					if o != p {
+						bitmaps += int64(bitmapSize(len(l.send[p][o])))
+					}
+				}
+				if got := bytes[p][epochs-1]; got != bitmaps {
+					t.Errorf("rank %d sent %d bytes in the last epoch, expected its bitmaps alone (%d)", p, got, bitmaps)
+				}
+			}
+		}
+	}
+}
+
+// TestResidualBackward: constant gradients returned under 2-bit residual
+// coding add up, epoch after epoch, to the exact sums at the owners.
+func TestResidualBackward(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	l := randomLayout(rng, 3)
+	const f, epochs = 6, 40
+	xs := make([]*Exchange[[]byte], 3)
+	var mu sync.Mutex
+	mats := runExchange(t, l, f, func(x *Exchange[[]byte], h *kernels.Mat) error {
+		mu.Lock()
+		xs[x.plan.Rank] = x
+		mu.Unlock()
+		x.SetCodecs(0, codec.None(), codec.Quant(2))
+		if err := x.SetResidual(Residual{On: true, Skip: 1e-4}); err != nil {
+			return err
+		}
+		own := h.View(0, x.plan.Owned)
+		for e := range epochs {
+			x.SetEpoch(9, e)
+			clear(own.Data)
+			for i := x.plan.Owned; i < h.Rows; i++ {
+				for j := range f {
+					h.Data[i*f+j] = float32(i%5) - float32(j)/3 // the same gradient every epoch
+				}
+			}
+			if err := backward(x, 0, h); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sameState(t, l, xs, 0, 1)
+	for r := range 3 {
+		want := make([]float64, l.owned[r]*f)
+		for p := range 3 {
+			rs := l.recvStart(p)
+			for k, i := range l.send[r][p] {
+				row := l.owned[p] + rs[r] + k
+				for j := range f {
+					want[int(i)*f+j] += float64(row%5) - float64(j)/3
+				}
+			}
+		}
+		for i, w := range want {
+			if got := mats[r].Data[i]; math.Abs(float64(got)-w) > 1e-3 {
+				t.Fatalf("rank %d value %d: %v, want %v", r, i, got, w)
+			}
+		}
+	}
+}
+
+// TestKeep: a row goes when its residual exceeds the threshold relative to
+// the row, and always when the residual holds a NaN or an infinity.
+func TestKeep(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	m := kernels.Mat{Rows: 6, Cols: 2, Data: []float32{1, -2, 1, -2, 0, 0, 1, inf, nan, 1, 1, 1}}
+	d := kernels.Mat{Rows: 6, Cols: 2, Data: []float32{0.1, 0, 0.3, 0, 0, 0, 0, inf, nan, 0, 0, 0}}
+	bitmap := []byte{0xff}
+	n := (&Host{}).Keep([]int32{0, 1, 2, 3, 4, 5}, &m, &d, 0, 0.1, bitmap)
+	if want := byte(0b11010); bitmap[0] != want || n != 3 {
+		t.Errorf("bitmap %08b (%d rows), expected %08b (3 rows)", bitmap[0], n, want)
+	}
+}
+
+// TestResidualGatherRestore: a rank's state gathered on rank 0 (as a
+// checkpoint stores it) and restored into fresh exchanges continues the run
+// bit for bit.
+func TestResidualGatherRestore(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	l := randomLayout(rng, 3)
+	const f, layers = 5, 2
+	run := func(from []ResidualTable, first, last int, gather bool) (tables []ResidualTable, out []*kernels.Mat) {
+		out = make([]*kernels.Mat, 3)
+		err := comm.RunLocal(3, func(c *comm.Local) error {
+			r := c.Rank()
+			rs := l.recvStart(r)
+			plan, err := NewPlan(r, l.owned[r], l.send[r], rs)
+			if err != nil {
+				return err
+			}
+			x, err := NewHost(plan, c, layers)
+			if err != nil {
+				return err
+			}
+			if err := x.RestoreResidual(from); err != nil {
+				return err
+			}
+			x.SetCodecs(0, codec.Quant(2), codec.Quant(1))
+			x.SetCodecs(1, codec.Quant(3), codec.Quant(2))
+			if err := x.SetResidual(Residual{On: true, Skip: 0.01}); err != nil {
+				return err
+			}
+			h := kernels.NewMat(l.owned[r]+rs[3], f)
+			for e := first; e < last; e++ {
+				x.SetEpoch(3, e)
+				for i := range h.Data {
+					h.Data[i] = float32(math.Sin(float64(i*7+r*13) + float64(e)/5))
+				}
+				for layer := range layers {
+					if err := x.Forward(layer, h); err != nil {
+						return err
+					}
+					if err := backward(x, layer, h); err != nil {
+						return err
+					}
+				}
+			}
+			out[r] = h
+			if gather {
+				t, err := GatherResidual(c, x.ResidualBlocks(), layers)
+				if r == 0 {
+					tables = t
+				}
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tables, out
+	}
+	_, whole := run(nil, 0, 8, false)
+	tables, _ := run(nil, 0, 5, true)
+	if len(tables) != 2*layers {
+		t.Fatalf("%d tables, expected %d", len(tables), 2*layers)
+	}
+	_, resumed := run(tables, 5, 8, false)
+	for r := range 3 {
+		for i := range whole[r].Data {
+			if math.Float32bits(whole[r].Data[i]) != math.Float32bits(resumed[r].Data[i]) {
+				t.Fatalf("rank %d value %d: %v resumed, %v in one run", r, i, resumed[r].Data[i], whole[r].Data[i])
+			}
+		}
+	}
+	bad := tables[0]
+	bad.Rows = append([][]int64{}, bad.Rows...)
+	bad.Rows[0] = append([]int64{}, bad.Rows[0]...)
+	bad.Rows[0][1]++
+	err := comm.RunLocal(3, func(c *comm.Local) error {
+		r := c.Rank()
+		plan, _ := NewPlan(r, l.owned[r], l.send[r], l.recvStart(r))
+		x, _ := NewHost(plan, c, layers)
+		return x.RestoreResidual([]ResidualTable{bad})
+	})
+	if err == nil {
+		t.Errorf("a table of another layout was restored")
+	}
+}
