@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gnn-spmd/gnn-spmd/comm/codec"
+	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 )
 
 // CompressConfig is a run's halo compression (VARCO): a codec kind per
@@ -31,19 +32,33 @@ type CompressConfig struct {
 	// authors' code does; by default the last layer is compressed at the
 	// rate its schedule gives it like every other layer.
 	RawLastLayer bool
+	// Residual is residual coding with error feedback (halo.Residual): on,
+	// off, or auto (on under the recommended quant setting).
+	Residual string
+	// ResidualSkip is the threshold below which a row's residual is not
+	// sent (halo.Residual.Skip; 0 sends every row).
+	ResidualSkip float64
 }
 
 // DefaultCompressConfig is no compression, with the recommended schedule
 // for when a codec is chosen and the VARCO authors' ramp (128 down to 1.5,
 // slope 5) ready for the varco schedule.
 func DefaultCompressConfig() CompressConfig {
-	return CompressConfig{Codec: "none", Schedule: "recommended", Ratio: 1, RatioMax: 128, RatioMin: 1.5, Slope: 5, Kappa: DefaultKappa}
+	return CompressConfig{Codec: "none", Schedule: "recommended", Ratio: 1, RatioMax: 128, RatioMin: 1.5, Slope: 5, Kappa: DefaultKappa,
+		Residual: "auto", ResidualSkip: RecommendedResidualSkip}
 }
 
 // RecommendedQuantRatio is the rate of the recommended quant setting: 2
 // bits per value on every layer, every epoch. Chosen on validation accuracy
 // against varco and adaptive (docs/VARCO.md, "The recommended setting").
 const RecommendedQuantRatio = 16
+
+// RecommendedResidual is whether the recommended quant setting codes
+// residuals, and RecommendedResidualSkip its skip threshold (docs/VARCO.md).
+const (
+	RecommendedResidual     = true
+	RecommendedResidualSkip = 0.05
+)
 
 // Backward is the codec kind of the returned gradients.
 func (c CompressConfig) Backward() string {
@@ -78,6 +93,7 @@ type compression struct {
 	schedule       Schedule
 	evalCompressed bool
 	rawLastLayer   bool
+	residual       halo.Residual
 }
 
 // build parses and validates c, returning nil when nothing is compressed.
@@ -109,10 +125,60 @@ func (c CompressConfig) build(epochs int) (*compression, error) {
 	if err := ValidateSchedule(s); err != nil {
 		return nil, err
 	}
+	res, err := c.residual(fwd)
+	if err != nil {
+		return nil, err
+	}
 	if fwd == codec.KindNone && bwd == codec.KindNone {
 		return nil, nil
 	}
-	return &compression{fwd: fwd, bwd: bwd, schedule: s, evalCompressed: c.EvalCompressed, rawLastLayer: c.RawLastLayer}, nil
+	return &compression{fwd: fwd, bwd: bwd, schedule: s, evalCompressed: c.EvalCompressed, rawLastLayer: c.RawLastLayer, residual: res}, nil
+}
+
+// residual resolves the residual mode: auto is the recommended setting's
+// choice under recommended quant, off otherwise.
+func (c CompressConfig) residual(fwd codec.Kind) (halo.Residual, error) {
+	if s := c.ResidualSkip; !(s >= 0 && s < 1) {
+		return halo.Residual{}, fmt.Errorf("residual-skip: got %v, expected a number in [0, 1)", s)
+	}
+	on := false
+	switch c.Residual {
+	case "auto":
+		on = RecommendedResidual && c.Schedule == "recommended" && fwd == codec.KindQuant
+	case "on":
+		on = c.Enabled()
+		if !on {
+			return halo.Residual{}, fmt.Errorf("residual: on needs a codec (--codec)")
+		}
+	case "off":
+	default:
+		return halo.Residual{}, fmt.Errorf("residual: got %q, expected auto, on or off", c.Residual)
+	}
+	if !on {
+		return halo.Residual{}, nil
+	}
+	return halo.Residual{On: true, Skip: float32(c.ResidualSkip)}, nil
+}
+
+// WithResidualResolved returns c with an auto residual mode made on or off,
+// so that a checkpoint records what ran: the recommended setting's choice,
+// where residual coding can run (host memory; not on a GPU yet).
+func (c CompressConfig) WithResidualResolved(host bool) CompressConfig {
+	if c.Residual == "auto" {
+		fwd, _ := codec.ParseKind(c.Codec)
+		r, err := c.residual(fwd)
+		c.Residual = "off"
+		if err == nil && r.On && host {
+			c.Residual = "on"
+		}
+	}
+	return c
+}
+
+// ResidualOn reports whether the run codes residuals.
+func (c CompressConfig) ResidualOn() bool {
+	comp, err := c.build(2)
+	return err == nil && comp != nil && comp.residual.On
 }
 
 // codecs returns the forward and backward codec of every layer at its rate

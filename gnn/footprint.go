@@ -8,12 +8,14 @@ package gnn
 // figure instead of failing, or overflowing, in the allocator. On a GPU
 // device the activations live in device memory; the host still holds the
 // parameters and Adam moments, and the estimate stays an upper bound.
+// With residual, it adds residual coding's state (both ends' copies of
+// every layer's rows, both directions) and its scratch.
 // TestFootprint holds it to what NewModel allocates.
-func Footprint(cfg ModelConfig, owned, halo, send int, host bool) float64 {
+func Footprint(cfg ModelConfig, owned, halo, send int, host, residual bool) float64 {
 	const f32 = 4
 	dims := cfg.Dims()
 	own, rows := float64(owned), float64(owned+halo)
-	var floats, scratch, width float64
+	var floats, scratch, width, exchanged float64
 	for l := 0; l < cfg.Layers; l++ {
 		in, out := float64(dims[l]), float64(dims[l+1])
 		last, projectFirst := l == cfg.Layers-1, dims[l+1] < dims[l]
@@ -38,9 +40,11 @@ func Footprint(cfg ModelConfig, owned, halo, send int, host bool) float64 {
 		if projectFirst {
 			floats += rows * out
 			width = max(width, out)
+			exchanged += out
 		} else {
 			floats += own * in
 			width = max(width, in)
+			exchanged += in
 		}
 		if cfg.Dropout > 0 || last {
 			floats += own * out
@@ -57,5 +61,8 @@ func Footprint(cfg ModelConfig, owned, halo, send int, host bool) float64 {
 	// (or the gathered rows of one encode), at the widest layer.
 	sent, recv := float64(send), float64(halo)
 	floats += width * (sent + recv + max(sent, recv))
+	if residual {
+		floats += 2*exchanged*(sent+recv) + width*max(sent, recv)
+	}
 	return f32 * floats
 }

@@ -48,7 +48,7 @@ func TestFootprint(t *testing.T) {
 		mc := ModelConfig{Model: c.model, Layers: 3, Hidden: c.hidden, InDim: ds.NumFeatures, Classes: ds.NumClasses, Dropout: c.dropout, Seed: 1}
 		var est float64
 		for _, v := range views {
-			est += Footprint(mc, v.NumOwned, v.NumHalo, v.Plan.SendRows(), true)
+			est += Footprint(mc, v.NumOwned, v.NumHalo, v.Plan.SendRows(), true, false)
 		}
 		var before, after runtime.MemStats
 		runtime.GC()

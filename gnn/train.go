@@ -117,7 +117,21 @@ func NewTrainer(m *Model, cfg TrainConfig, cc CompressConfig, x halo.Exchanger, 
 	for _, p := range m.Params {
 		t.gradOps = append(t.gradOps, comm.Op{Name: "gradient all-reduce of " + p.Name})
 	}
+	if err := t.setResidual(true); err != nil {
+		return nil, fmt.Errorf("residual: %w", err)
+	}
 	return t, nil
+}
+
+// setResidual turns the run's residual coding on (training passes) or off
+// (evaluation passes, which are not part of the stream it codes).
+func (t *Trainer) setResidual(on bool) error {
+	if t.Halo == nil || t.comp == nil || !t.comp.residual.On {
+		return nil
+	}
+	r := t.comp.residual
+	r.On = on
+	return t.Halo.SetResidual(r)
 }
 
 // Step is the number of optimizer steps taken (Adam's t).
@@ -208,6 +222,7 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 		} else {
 			t.setCodecs(t.raw, t.raw)
 		}
+		t.setResidual(false)
 		logits, err := m.Forward(t.Halo, false, epoch)
 		if err != nil {
 			return metrics.Epoch{}, err
@@ -224,6 +239,7 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 		}
 	}
 	t.setCodecs(fwdCodecs, bwdCodecs)
+	t.setResidual(true) // validated by NewTrainer
 	logits, err := m.Forward(t.Halo, true, epoch)
 	if err != nil {
 		return metrics.Epoch{}, err

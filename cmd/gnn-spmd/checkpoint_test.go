@@ -64,8 +64,9 @@ func readCheckpoint(t *testing.T, path string) *ckpt.Checkpoint {
 // TestCheckpointResume: runs resumed from the checkpoints after epochs 5 and
 // 10 of a 12-epoch, 2-rank run write the same metrics, bit for bit but for
 // the timings, as the uninterrupted run, for full communication (with
-// dropout) and for quant under the varco and adaptive schedules; so does the
-// run that wrote the checkpoints.
+// dropout), for quant under the varco and adaptive schedules and with
+// residual coding (whose state the checkpoint carries); so does the run
+// that wrote the checkpoints.
 func TestCheckpointResume(t *testing.T) {
 	g := genGraph(t, t.TempDir(), "3")
 	for _, c := range []struct {
@@ -75,6 +76,9 @@ func TestCheckpointResume(t *testing.T) {
 		{"full", []string{"--dropout", "0.3"}},
 		{"quant-varco", []string{"--codec", "quant", "--schedule", "varco"}},
 		{"quant-adaptive", []string{"--codec", "quant", "--schedule", "adaptive"}},
+		// The recommended setting: residual coding, rows skipped.
+		{"quant-residual", []string{"--codec", "quant"}},
+		{"quant-varco-residual", []string{"--codec", "quant", "--schedule", "varco", "--residual", "on", "--residual-skip", "0"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -113,7 +117,8 @@ func TestCheckpointResume(t *testing.T) {
 }
 
 // TestMPIResume: under mpirun, where every rank reads the checkpoint, the
-// resumed adaptive run writes the uninterrupted run's metrics.
+// resumed adaptive run with residual coding (its state gathered from every
+// rank into the checkpoint) writes the uninterrupted run's metrics.
 func TestMPIResume(t *testing.T) {
 	dir := t.TempDir()
 	g := genGraph(t, dir, "3")
@@ -122,13 +127,17 @@ func TestMPIResume(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		m := filepath.Join(dir, metrics)
-		args := []string{"train", "--data", g, "--epochs", "8", "--hidden", "8", "--quiet", "--codec", "quant", "--schedule", "adaptive", "--metrics", m}
+		args := []string{"train", "--data", g, "--epochs", "8", "--hidden", "8", "--quiet", "--codec", "quant", "--schedule", "adaptive",
+			"--residual", "on", "--metrics", m}
 		if b, err := mpirunCmd(ctx, t, 2, append(args, extra...)...).CombinedOutput(); err != nil {
 			t.Fatalf("mpirun %v: %v\n%s", extra, err, b)
 		}
 		return untimedMetrics(t, m)
 	}
 	want := run("saved.jsonl", "--checkpoint", ck, "--checkpoint-every", "5", "--keep", "2")
+	if n := len(readCheckpoint(t, ck+".1").Residual); n == 0 {
+		t.Fatalf("the checkpoint holds no residual state")
+	}
 	got := run("resumed.jsonl", "--resume", ck+".1")
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("resumed metrics\n%s\nuninterrupted\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

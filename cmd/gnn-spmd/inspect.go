@@ -144,6 +144,9 @@ func inspectCheckpoint(path string, asJSON, verify bool, stdout io.Writer) error
 	for _, p := range c.Params {
 		fmt.Fprintf(stdout, "param %-20s float32 [%d, %d]\n", p.Name, p.Rows, p.Cols)
 	}
+	for _, r := range residualSummaries(c) {
+		fmt.Fprintf(stdout, "residual %-17s float32 [%d, %d] (every rank's rows sent)\n", r.Name, r.Shape[0], r.Shape[1])
+	}
 	if n := len(c.History); n > 0 {
 		s := c.History[n-1]
 		fmt.Fprintf(stdout, "last epoch %d: loss %.4f, train %.4f, val %.4f, test %.4f, halo bytes %s in all\n",
@@ -166,7 +169,19 @@ type ckptSummary struct {
 	DatasetName string         `json:"dataset_name"`
 	Config      map[string]any `json:"config"`
 	Params      []paramSummary `json:"params"`
+	Residual    []paramSummary `json:"residual,omitempty"`
 	Last        *metrics.Epoch `json:"last_epoch,omitempty"`
+}
+
+// residualSummaries names and sizes the residual state's tables, as
+// forward/layerL or backward/layerL.
+func residualSummaries(c *ckpt.Checkpoint) []paramSummary {
+	var s []paramSummary
+	for _, r := range c.Residual {
+		name := fmt.Sprintf("%s/layer%d", [2]string{"forward", "backward"}[r.Dir], r.Layer)
+		s = append(s, paramSummary{name, "float32", []int{len(r.Data) / r.Cols, r.Cols}})
+	}
+	return s
 }
 
 func checkpointSummary(c *ckpt.Checkpoint) ckptSummary {
@@ -175,6 +190,7 @@ func checkpointSummary(c *ckpt.Checkpoint) ckptSummary {
 	for _, p := range c.Params {
 		s.Params = append(s.Params, paramSummary{p.Name, "float32", []int{p.Rows, p.Cols}})
 	}
+	s.Residual = residualSummaries(c)
 	if n := len(c.History); n > 0 {
 		s.Last = &c.History[n-1]
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/data/outfile"
@@ -35,6 +36,9 @@ type Checkpoint struct {
 	// Adaptive is the adaptive schedule's state; nil for the stateless
 	// fixed and varco schedules.
 	Adaptive *gnn.AdaptiveState
+	// Residual is the residual coding's state of every rank, one table per
+	// exchange that has run with it (none without residual coding).
+	Residual []halo.ResidualTable
 	History  []metrics.Epoch // one per finished epoch
 }
 
@@ -47,9 +51,10 @@ type Param struct {
 
 // Capture takes the state of t after the epochs in history, sharing t's
 // slices: write it before t trains on. Every rank holds the same parameters
-// and moments (gradients are all-reduced), so any rank's trainer will do.
-func Capture(cfg Config, datasetName string, t *gnn.Trainer, history []metrics.Epoch) *Checkpoint {
-	c := &Checkpoint{Config: cfg, DatasetName: datasetName, Epoch: len(history), Step: t.Step(), History: history}
+// and moments (gradients are all-reduced), so any rank's trainer will do;
+// residual is every rank's residual state (halo.GatherResidual).
+func Capture(cfg Config, datasetName string, t *gnn.Trainer, history []metrics.Epoch, residual []halo.ResidualTable) *Checkpoint {
+	c := &Checkpoint{Config: cfg, DatasetName: datasetName, Epoch: len(history), Step: t.Step(), History: history, Residual: residual}
 	t.Model.SyncToHost()
 	for _, p := range t.Model.Params {
 		c.Params = append(c.Params, Param{p.Name, p.Rows, p.Cols, p.W, p.M, p.V})
@@ -84,6 +89,11 @@ func (c *Checkpoint) Restore(t *gnn.Trainer) error {
 		}
 		if err := a.SetState(*c.Adaptive); err != nil {
 			return err
+		}
+	}
+	if len(c.Residual) > 0 && t.Halo != nil {
+		if err := t.Halo.RestoreResidual(c.Residual); err != nil {
+			return fmt.Errorf("restore: %w", err)
 		}
 	}
 	return t.Resume(c.Step, c.History)
@@ -138,7 +148,27 @@ func (c *Checkpoint) arrays() []h5.Array {
 			h5.Array{Path: "/adaptive/ref_err", Data: s.RefErr, Dims: dims},
 			h5.Array{Path: "/adaptive/ref_rate", Data: s.RefRate, Dims: dims})
 	}
+	for _, r := range c.Residual {
+		if len(r.Data) == 0 {
+			continue // no rows: what a reader assumes of a missing group
+		}
+		q := len(r.Rows)
+		rows := make([]int64, 0, q*q)
+		for _, v := range r.Rows {
+			rows = append(rows, v...)
+		}
+		g := residualGroup(r.Layer, r.Dir)
+		a = append(a, h5.Array{Path: g + "/rows", Data: rows, Dims: []uint{uint(q), uint(q)}},
+			h5.Array{Path: g + "/values", Data: r.Data, Dims: []uint{uint(len(r.Data) / r.Cols), uint(r.Cols)}})
+	}
 	return append(a, historyArrays(c.History, c.Config.Run.Layers)...)
+}
+
+// residualGroup holds the residual state of one exchange: rows[s][r], the
+// rows rank s sends rank r, and values, those rows' reconstructions in
+// (s, r) order.
+func residualGroup(layer, dir int) string {
+	return fmt.Sprintf("/residual/%s/layer%d", [2]string{"forward", "backward"}[dir], layer)
 }
 
 // Read reads the checkpoint at path, checking its structure: the attributes'
@@ -176,6 +206,9 @@ func (c *Checkpoint) read(f *h5.File) error {
 	if c.Config.Run.Schedule == "adaptive" {
 		c.readAdaptive(f)
 	}
+	if c.Config.Run.ResidualOn() {
+		c.readResidual(f)
+	}
 	c.History = readHistory(f, c.Epoch, c.Config.Run.Layers)
 	return f.Err()
 }
@@ -204,6 +237,42 @@ func (c *Checkpoint) readAdaptive(f *h5.File) {
 	c.Adaptive = s
 }
 
+// readResidual reads the residual groups present (an exchange that has not
+// run with residual coding has none).
+func (c *Checkpoint) readResidual(f *h5.File) {
+	q := int64(c.Config.Data.Ranks)
+	for l := range c.Config.Run.Layers {
+		for dir := range 2 {
+			g := residualGroup(l, dir)
+			if !f.Exists(g + "/rows") {
+				continue
+			}
+			flat := h5.ReadArray[int64](f, g+"/rows", "[ranks, ranks]", q, q)
+			var n int64
+			for _, v := range flat {
+				if f.Err() == nil && (v < 0 || v > math.MaxInt32) {
+					f.Errorf(g+"/rows", "holds %d, expected row counts in [0, 2^31)", v)
+				}
+				n += v
+			}
+			data := h5.ReadArray[float32](f, g+"/values", "[sum of rows, width]", n, -1)
+			if f.Err() != nil {
+				return
+			}
+			t := halo.ResidualTable{Layer: l, Dir: dir, Data: data, Rows: make([][]int64, q)}
+			for s := range t.Rows {
+				t.Rows[s] = flat[int64(s)*q : int64(s+1)*q]
+			}
+			if n == 0 || len(data) == 0 {
+				f.Errorf(g+"/values", "is empty, expected the reconstructions of layer %d's rows", l)
+				return
+			}
+			t.Cols = len(data) / int(n)
+			c.Residual = append(c.Residual, t)
+		}
+	}
+}
+
 // Verify checks the values Read does not: one Adam step per epoch, the
 // history numbered 0, 1, ..., finite parameters and moments (second moments
 // >= 0), a finite schedule state, and fingerprints present. path names the
@@ -227,6 +296,13 @@ func (c *Checkpoint) Verify(path string) error {
 	}
 	if err := c.verifyParams(bad); err != nil {
 		return err
+	}
+	for _, r := range c.Residual {
+		for k, x := range r.Data {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return bad(residualGroup(r.Layer, r.Dir)+"/values", "entry %d is %v, expected a finite number", k, x)
+			}
+		}
 	}
 	return c.verifyAdaptive(bad)
 }

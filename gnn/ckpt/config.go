@@ -92,6 +92,9 @@ func (c *Config) fields() []field {
 		{name: "eval_compressed", flag: "--eval-compressed", ptr: &r.EvalCompressed},
 		// Checkpoints from before the last layer could be compressed sent it raw.
 		{name: "raw_last_layer", flag: "--raw-last-layer", ptr: &r.RawLastLayer, absent: true},
+		// Checkpoints from before residual coding ran without it.
+		{name: "residual", flag: "--residual", ptr: &r.Residual, absent: "off"},
+		{name: "residual_skip", flag: "--residual-skip", ptr: &r.ResidualSkip, absent: 0.0},
 		{name: "normalize_features", flag: "--normalize-features", ptr: &d.NormalizeFeatures},
 		{name: "no_comm", flag: "--no-comm", ptr: &d.NoComm},
 		{name: "split", flag: "--split", ptr: &d.Split},

@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
@@ -55,27 +57,43 @@ func (c *checkpointer) restore(t *gnn.Trainer) error {
 	return c.resumed.Restore(t)
 }
 
-// after records a finished epoch and writes a checkpoint when one is due.
-// A state that is no longer finite is not written: the run ends with an
-// error, and the checkpoint before stays.
-func (c *checkpointer) after(t *gnn.Trainer, st *metrics.Epoch) error {
+// due reports whether a checkpoint follows the finished epoch st: the
+// same answer on every rank.
+func (c *checkpointer) due(st *metrics.Epoch) bool {
+	n := st.Epoch + 1 // finished epochs, restored ones included
+	return c.path != "" && (n%c.every == 0 || n == c.cfg.Run.Epochs || st.Stop)
+}
+
+// gather brings every rank's residual state to rank 0 when a checkpoint
+// is due and the run codes residuals; every rank calls it after each epoch.
+func (c *checkpointer) gather(cm comm.Comm, x halo.Exchanger, st *metrics.Epoch) ([]halo.ResidualTable, error) {
+	if cm == nil || x == nil || !c.due(st) || !c.cfg.Run.ResidualOn() {
+		return nil, nil
+	}
+	return halo.GatherResidual(cm, x.ResidualBlocks(), c.cfg.Run.Layers)
+}
+
+// after records a finished epoch and writes a checkpoint when one is due,
+// with the residual state gathered for it. A state that is no longer
+// finite is not written: the run ends with an error, and the checkpoint
+// before stays.
+func (c *checkpointer) after(t *gnn.Trainer, st *metrics.Epoch, residual []halo.ResidualTable) error {
 	if c.path == "" {
 		return nil
 	}
 	c.history = append(c.history, *st)
-	n := len(c.history)
-	if n%c.every != 0 && n != c.cfg.Run.Epochs && !st.Stop {
+	if !c.due(st) {
 		return nil
 	}
 	start := time.Now()
-	snap := ckpt.Capture(c.cfg, c.dataset, t, c.history) // brings the state to the host
+	snap := ckpt.Capture(c.cfg, c.dataset, t, c.history, residual) // brings the state to the host
 	if err := finiteState(t); err != nil {
 		return fmt.Errorf("epoch %d: %v: training diverged (lower --lr); %s was not overwritten", st.Epoch, err, c.path)
 	}
 	if err := ckpt.Write(c.path, c.keep, snap); err != nil {
 		return fmt.Errorf("--checkpoint: %w", err)
 	}
-	c.log.Info("checkpoint written", "file", c.path, "epoch", n, "seconds", time.Since(start).Seconds())
+	c.log.Info("checkpoint written", "file", c.path, "epoch", len(c.history), "seconds", time.Since(start).Seconds())
 	return nil
 }
 

@@ -60,6 +60,7 @@ func (j *job) rankLog(rank int) *slog.Logger { return j.env.Log.With("rank", ran
 // rankJob is everything one rank trains with.
 type rankJob struct {
 	rank    int
+	comm    comm.Comm // nil for a run of one rank
 	dev     rankDevice
 	trainer *gnn.Trainer
 	release func() // the accelerator's transport
@@ -77,6 +78,14 @@ type acceleratorComm struct {
 	halo    halo.Exchanger
 	reduce  gnn.Reducer
 	release func()
+}
+
+// residualBytes is the memory of the rank's residual state.
+func (rj *rankJob) residualBytes() int64 {
+	if rj.trainer.Halo == nil {
+		return 0
+	}
+	return rj.trainer.Halo.ResidualBytes()
 }
 
 // close releases the job's transport and device.
@@ -107,7 +116,7 @@ func (j *job) newRankJob(c comm.Comm, v *gnn.View, threads, gpu int, inProcess b
 		return nil, j.acceleratorFailed(c, inProcess, specErrorf("train: %v", err))
 	}
 	model.Overlap = s.Overlap
-	rj := &rankJob{dev: dev}
+	rj := &rankJob{dev: dev, comm: c}
 	var x halo.Exchanger
 	var reduce gnn.Reducer
 	if c != nil {
@@ -173,6 +182,12 @@ func (j *job) newReporter(info *Info, ck *checkpointer) (*reporter, error) {
 	} else if cc := j.spec.Run.CompressConfig; cc.Enabled() {
 		info.Communication = fmt.Sprintf("halo compression %s forward, %s backward, schedule %s",
 			cc.Codec, cc.Backward(), cc.ScheduleName(j.spec.Run.Epochs))
+		switch {
+		case cc.ResidualOn() && cc.ResidualSkip > 0:
+			info.Communication += fmt.Sprintf(", residual coding (rows skipped below %g of their size)", cc.ResidualSkip)
+		case cc.ResidualOn():
+			info.Communication += ", residual coding (every row sent)"
+		}
 	}
 	info.Device = fmt.Sprintf("cpu (threads per rank: %d), gemm %s, codecs %s",
 		j.spec.ThreadsPerRank(j.spec.Ranks), kernels.GemmInfo(), codec.FastPath())
@@ -201,23 +216,40 @@ func (r *reporter) writeMetrics(e *metrics.Epoch) error {
 }
 
 // epoch is rank 0's report of a finished epoch: its metrics line, the
-// observer, then the checkpoint when one is due.
-func (r *reporter) epoch(t *gnn.Trainer) func(*metrics.Epoch) error {
+// observer, then the checkpoint when one is due (with every rank's
+// residual state).
+func (r *reporter) epoch(t *gnn.Trainer, e *metrics.Epoch, residual []halo.ResidualTable) error {
+	if err := r.writeMetrics(e); err != nil {
+		return err
+	}
+	if err := r.obs.Epoch(e); err != nil {
+		return err
+	}
+	return r.ck.after(t, e, residual)
+}
+
+// afterEpoch is a rank's step after each epoch: every rank takes part in
+// gathering the residual state for a checkpoint, then rank 0 (rep not nil)
+// reports.
+func (rj *rankJob) afterEpoch(ck *checkpointer, rep *reporter) func(*metrics.Epoch) error {
 	return func(e *metrics.Epoch) error {
-		if err := r.writeMetrics(e); err != nil {
+		residual, err := ck.gather(rj.comm, rj.trainer.Halo, e)
+		if err != nil || rep == nil {
 			return err
 		}
-		if err := r.obs.Epoch(e); err != nil {
-			return err
-		}
-		return r.ck.after(t, e)
+		return rep.epoch(rj.trainer, e, residual)
 	}
 }
 
 // done writes the summary of a finished run. rankRSS holds every rank's
-// peak memory in MiB.
-func (r *reporter) done(s metrics.Summary, rankRSS []int64) error {
+// peak memory in MiB, residual the bytes of every rank's residual state.
+func (r *reporter) done(s metrics.Summary, rankRSS, residual []int64) error {
 	s.Ranks, s.RankRSSMiB = r.ranks, rankRSS
+	for _, b := range residual {
+		if b > 0 {
+			s.RankResidualBytes = residual
+		}
+	}
 	for _, v := range rankRSS {
 		s.MaxRSSMiB = max(s.MaxRSSMiB, v)
 	}
@@ -274,6 +306,7 @@ func (j *job) runLocal() error {
 	defer stopProfile()
 	var sum metrics.Summary
 	var stopped *gnn.StoppedError
+	residual := make([]int64, q) // each rank writes its own
 	train := func(c comm.Comm, v *gnn.View, threads int) error {
 		rank := 0
 		if c != nil {
@@ -290,11 +323,12 @@ func (j *job) runLocal() error {
 			return err
 		}
 		j.rankLog(rank).Info("rank ready", "owned_nodes", v.NumOwned, "halo_rows", v.NumHalo)
-		var report func(*metrics.Epoch) error
+		var reports *reporter
 		if rank == 0 {
-			report = rep.epoch(rj.trainer)
+			reports = rep
 		}
-		s, err := rj.trainer.Run(report)
+		s, err := rj.trainer.Run(rj.afterEpoch(ck, reports))
+		residual[rank] = rj.residualBytes()
 		var st *gnn.StoppedError
 		if errors.As(err, &st) {
 			// Every rank stops after the same epoch; none waits for another.
@@ -334,7 +368,7 @@ func (j *job) runLocal() error {
 	if stopped != nil {
 		return j.interrupted(0, stopped)
 	}
-	return rep.done(sum, []int64{maxRSSMiB()})
+	return rep.done(sum, []int64{maxRSSMiB()}, residual)
 }
 
 // runMPI runs this process as one rank of an MPI job. Setup errors are
@@ -389,7 +423,6 @@ func (j *job) runMPI() error {
 		return err
 	}
 	info.HaloRows = int(counts[0])
-	var report func(*metrics.Epoch) error
 	var rep *reporter
 	if rank == 0 {
 		info.Ranks = q
@@ -397,9 +430,8 @@ func (j *job) runMPI() error {
 			return j.abort(c, err)
 		}
 		defer rep.close()
-		report = rep.epoch(rj.trainer)
 	}
-	sum, err := rj.trainer.Run(report)
+	sum, err := rj.trainer.Run(rj.afterEpoch(ck, rep))
 	var stopped *gnn.StoppedError
 	var diverged *gnn.DivergedError
 	switch {
@@ -411,21 +443,22 @@ func (j *job) runMPI() error {
 	case err != nil:
 		return j.abort(c, fmt.Errorf("rank %d: %w", rank, err))
 	}
-	// Every rank's peak memory, for the summary: ranks share a node's.
-	rss := make([]float64, q)
-	rss[rank] = float64(maxRSSMiB())
+	// Every rank's peak memory and residual state, for the summary: ranks
+	// share a node's memory. (Both are exact in float64.)
+	mem := make([]float64, 2*q)
+	mem[rank], mem[q+rank] = float64(maxRSSMiB()), float64(rj.residualBytes())
 	comm.Label(c, &opMemory)
-	if err := c.AllReduceFloat64(rss); err != nil {
+	if err := c.AllReduceFloat64(mem); err != nil {
 		return err
 	}
 	if rank != 0 {
 		return nil
 	}
-	perRank := make([]int64, q)
-	for i, v := range rss {
+	perRank := make([]int64, 2*q)
+	for i, v := range mem {
 		perRank[i] = int64(v)
 	}
-	return rep.done(sum, perRank)
+	return rep.done(sum, perRank[:q], perRank[q:])
 }
 
 // report prints err as the job's one line.

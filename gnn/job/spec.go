@@ -104,6 +104,10 @@ func (s *Spec) Validate() error {
 		return specErrorf("train: --comm-timeout: got %v, expected >= 0 (0 = never)", s.CommTimeout)
 	}
 	s.Run.CodecBwd = s.Run.Backward()
+	s.Run.CompressConfig = s.Run.WithResidualResolved(s.Device == "cpu")
+	if s.Run.Residual == "on" && s.Device != "cpu" {
+		return specErrorf("train: --residual on: residual coding runs on --device cpu only (the CUDA exchange does not implement it yet)")
+	}
 	if err := s.Run.Validate(); err != nil {
 		return specErrorf("train: %v", err)
 	}

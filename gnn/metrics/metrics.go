@@ -147,6 +147,9 @@ type Summary struct {
 	Ranks         int     `json:"ranks"`
 	MaxRSSMiB     int64   `json:"max_rss_mb"`
 	RankRSSMiB    []int64 `json:"rank_rss_mb"`
+	// RankResidualBytes is the memory residual coding's state holds on each
+	// rank (absent without residual coding).
+	RankResidualBytes []int64 `json:"rank_residual_bytes,omitempty"`
 	// For two-class tasks: the best validation AUC and the test AUC then.
 	BestValAUC       *float64 `json:"best_val_auc,omitempty"`
 	TestAtBestValAUC *float64 `json:"test_at_best_val_auc,omitempty"`
