@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,41 @@ var _ Comm = (*MPI)(nil)
 // MPICH's Hydra, PMIx and Slurm's srun) set in every rank's environment.
 var mpiLauncherEnv = []string{"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID"}
 
+// launchedSize is the number of processes the launcher that started this
+// one says it started, and the variable that says so (0, "" if none does):
+// mpirun's own, then a PMI launcher's (Hydra, srun --mpi=pmi2), then
+// srun's step. Only where srun launched the task itself does the step's
+// count apply: under mpirun or Hydra inside an allocation the ranks inherit
+// the variables of the step that started the daemons.
+func launchedSize() (int, string) {
+	for _, k := range []string{"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"} {
+		if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
+			return v, k
+		}
+	}
+	return 0, ""
+}
+
+// LaunchError says that MPI's world is not the job the launcher started:
+// the MPI library could not reach the launcher's process manager (srun's
+// PMI plugin is not one this MPI speaks, or mpirun is another MPI's), so
+// every process runs as a world of its own. Exit code 2, like other
+// mistakes in how the job is run.
+type LaunchError struct {
+	Want int    // processes the launcher started
+	From string // the variable that says so
+	Got  int    // MPI_COMM_WORLD's size
+}
+
+func (e *LaunchError) Error() string {
+	return fmt.Sprintf("comm: MPI: the launcher started %d processes (%s=%d) but MPI_COMM_WORLD has %d: "+
+		"this MPI library did not reach the launcher's process manager; launch with this MPI's own mpirun/mpiexec, "+
+		"or with srun --mpi=pmix for Open MPI, srun --mpi=pmi2 for MPICH", e.Want, e.From, e.Want, e.Got)
+}
+
+// ExitCode is 2: the job was started wrong.
+func (e *LaunchError) ExitCode() int { return 2 }
+
 var mpiStarted atomic.Bool // MPI can be initialised only once per process
 
 // NewMPI initialises MPI and returns this process's communicator on
@@ -74,6 +110,10 @@ func NewMPI() (*MPI, error) {
 	go m.initThread(ready)
 	if err := <-ready; err != nil {
 		return nil, fmt.Errorf("comm: MPI: %w", err)
+	}
+	if want, from := launchedSize(); want > 0 && want != m.size {
+		m.Close()
+		return nil, &LaunchError{Want: want, From: from, Got: m.size}
 	}
 	// Where every rank runs, for a timeout to say which one is stopped.
 	where := make([]float64, 2*m.size)
