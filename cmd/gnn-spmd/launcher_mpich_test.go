@@ -9,8 +9,10 @@ package main
 // number in PMI_RANK; its ranks are children of hydra_pmi_proxy, not of
 // mpiexec.
 var launcher = mpiLauncher{
-	name:    "mpiexec.mpich",
-	install: "scripts/deps.sh installs mpich and libmpich-dev",
-	np:      "-n",
-	rankEnv: "PMI_RANK",
+	name:     "mpiexec.mpich",
+	install:  "scripts/deps.sh installs mpich and libmpich-dev",
+	np:       "-n",
+	rankEnv:  "PMI_RANK",
+	localEnv: "MPI_LOCALRANKID",
+	srunMPI:  "pmi2",
 }

@@ -41,11 +41,13 @@ func sharedData(t *testing.T, name string) string {
 // mpiLauncher is the MPI launcher the tests start ranks with: the one of
 // the MPI library this binary is built against (launcher_*_test.go).
 type mpiLauncher struct {
-	name    string   // the command
-	install string   // what installs it
-	np      string   // its flag for the number of processes
-	rankEnv string   // the variable that holds a rank's number in its environment
-	env     []string // what the tests add to its environment
+	name     string   // the command
+	install  string   // what installs it
+	np       string   // its flag for the number of processes
+	rankEnv  string   // the variable that holds a rank's number in its environment
+	localEnv string   // and its node-local rank
+	srunMPI  string   // srun's --mpi plugin that this MPI library speaks
+	env      []string // what the tests add to its environment
 }
 
 // mpirunCmd runs q ranks of this binary as the CLI under the launcher.
