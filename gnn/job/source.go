@@ -1,6 +1,9 @@
 package job
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/datafile"
 	"github.com/gnn-spmd/gnn-spmd/data/ogb"
@@ -30,6 +33,12 @@ func (j *job) load(ranks []int, q int, oneProcess bool) (*source, error) {
 		for _, r := range ranks {
 			sh, meta, err := partition.ReadShard(s.Parts, r, q)
 			if err != nil {
+				if !oneProcess {
+					// An MPI rank's part file is on its own host's disk:
+					// say which host looked.
+					host, _ := os.Hostname()
+					return nil, fmt.Errorf("on host %s: %w", host, err)
+				}
 				return nil, err
 			}
 			src.shards[r] = sh
