@@ -13,7 +13,8 @@ import (
 // CPU's exchange. The zero Host is ready; it is not safe for concurrent use
 // (every rank has its own).
 type Host struct {
-	gather []float32 // the rows of one encode, gathered
+	gather     []float32 // the rows of one encode, gathered
+	dmax, mmax []uint32  // per row of one residual: its and its residual's largest magnitude
 }
 
 // NewHost is the exchange of a rank whose rows live in host memory, over a
@@ -71,9 +72,17 @@ func (*Host) Decode(c codec.Spec, src []byte, m *kernels.Mat, lo, hi int) {
 }
 
 func (*Host) ScatterAdd(idx []int32, src *kernels.Mat, lo int, dst *kernels.Mat) {
+	f := src.Cols
+	if scatterAddFast(dst.Data, idx, src.Data[lo*f:], f) {
+		return
+	}
+	scatterAddGo(dst.Data, idx, src.Data[lo*f:], f)
+}
+
+func scatterAddGo(dst []float32, idx []int32, src []float32, f int) {
 	for k, r := range idx {
-		d := dst.Row(int(r))
-		for j, v := range src.Row(lo + k) {
+		d := dst[int(r)*f : int(r+1)*f]
+		for j, v := range src[k*f : (k+1)*f] {
 			d[j] += v
 		}
 	}
@@ -95,37 +104,50 @@ func bytesOf(f []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
 }
 
-func (*Host) Sub(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat) {
+func (h *Host) Residual(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat, tau float32, bitmap []byte) int {
+	f, n := m.Cols, len(idx)
+	if cap(h.dmax) < n {
+		h.dmax, h.mmax = make([]uint32, n), make([]uint32, n)
+	}
+	dmax, mmax := h.dmax[:n], h.mmax[:n]
+	dd, ss := d.Data[lo*f:(lo+n)*f], state.Data[lo*f:(lo+n)*f]
+	if !residualSubFast(dd, m.Data, ss, idx, f, dmax, mmax) {
+		residualSubGo(dd, m.Data, ss, idx, f, dmax, mmax)
+	}
+	if bitmap == nil {
+		return n
+	}
+	return keep(dmax, mmax, tau, bitmap)
+}
+
+// residualSubGo is d row k = m row idx[k] - s row k, with the rows'
+// largest magnitudes as bits (magnitude).
+func residualSubGo(d, m, s []float32, idx []int32, f int, dmax, mmax []uint32) {
 	for k, r := range idx {
-		s, out := state.Row(lo+k), d.Row(lo+k)
-		for j, v := range m.Row(int(r)) {
-			out[j] = v - s[j]
+		x, sk, dk := m[int(r)*f:int(r+1)*f], s[k*f:(k+1)*f], d[k*f:(k+1)*f]
+		var md, mm uint32
+		for j, v := range x {
+			dk[j] = v - sk[j]
+			md, mm = max(md, magnitude(dk[j])), max(mm, magnitude(v))
 		}
+		dmax[k], mmax[k] = md, mm
 	}
 }
 
-func (*Host) Keep(idx []int32, m, d *kernels.Mat, lo int, tau float32, bitmap []byte) int {
+// magnitude is |x|'s bits: for every float32 they order as the magnitudes
+// do, with infinities above every finite value and NaNs above them.
+func magnitude(x float32) uint32 { return math.Float32bits(x) &^ (1 << 31) }
+
+// keep sets bit k of bitmap when row k's residual is not finite or its
+// largest magnitude exceeds tau times the row's, and returns the bits set.
+func keep(dmax, mmax []uint32, tau float32, bitmap []byte) int {
 	clear(bitmap)
 	n := 0
-	for k, r := range idx {
-		// A non-finite residual always goes: the receiver must see it.
-		if dm := rowMax(d.Row(lo + k)); dm > tau*rowMax(m.Row(int(r))) || dm > math.MaxFloat32 {
+	for k, d := range dmax {
+		if d > magnitude(math.MaxFloat32) || math.Float32frombits(d) > tau*math.Float32frombits(mmax[k]) {
 			bitmap[k>>3] |= 1 << (k & 7)
 			n++
 		}
 	}
 	return n
-}
-
-// rowMax is the largest magnitude in v, +Inf when v holds a NaN.
-func rowMax(v []float32) float32 {
-	var m float32
-	for _, x := range v {
-		a := math.Float32frombits(math.Float32bits(x) &^ (1 << 31))
-		if a != a {
-			return float32(math.Inf(1))
-		}
-		m = max(m, a)
-	}
-	return m
 }

@@ -27,16 +27,15 @@ type Residual struct {
 }
 
 // ResidualMemory is a host Memory that residual coding runs on (the bitmaps
-// are read on the host), with the two row operations it adds.
+// are read on the host), with the row operation it adds.
 type ResidualMemory interface {
 	Memory[[]byte]
-	// Sub writes d's rows [lo, lo+len(idx)) = m's rows idx minus state's
-	// rows [lo, lo+len(idx)).
-	Sub(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat)
-	// Keep sets bit k of bitmap when row lo+k of d holds a magnitude above
-	// tau times the largest of m's row idx[k], or a NaN, and clears it
-	// otherwise; it returns the number of bits set.
-	Keep(idx []int32, m, d *kernels.Mat, lo int, tau float32, bitmap []byte) int
+	// Residual writes d's rows [lo, lo+len(idx)) = m's rows idx minus
+	// state's rows [lo, lo+len(idx)). With a bitmap it sets bit k when row
+	// lo+k of d is not finite or holds a magnitude above tau times the
+	// largest of m's row idx[k], clears it otherwise, and returns the number
+	// of bits set; without one it returns len(idx).
+	Residual(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat, tau float32, bitmap []byte) int
 }
 
 // residual is the state of one exchange (layer, direction): sent holds the
@@ -218,18 +217,16 @@ func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c c
 	r.prepare(q, max(st.sent.Rows, st.recv.Rows))
 	start := time.Now()
 	r.d = mem.Scratch(&r.dBuf, st.sent.Rows, f)
-	for p := range q {
-		mem.Sub(idx(p), src, &st.sent, send.Start[p], &r.d)
-	}
-	copy(r.sentK, send.Rows)
 	copy(r.recvK, recv.Rows)
 	if x.res.Skip > 0 {
 		r.bitOut = cutBytes(r.bitOut, r.outB, func(p int) int { return bitmapSize(send.Rows[p]) })
 		r.bitIn = cutBytes(r.bitIn, r.inB, func(p int) int { return bitmapSize(recv.Rows[p]) })
-		for p := range q {
-			r.sentK[p] = mem.Keep(idx(p), src, &r.d, send.Start[p], x.res.Skip, r.outB[p])
-			r.sizes[p] = len(r.outB[p])
-		}
+	}
+	for p := range q {
+		r.sentK[p] = mem.Residual(idx(p), src, &st.sent, send.Start[p], &r.d, x.res.Skip, x.bitmap(r.outB, p))
+		r.sizes[p] = bitmapSize(send.Rows[p])
+	}
+	if x.res.Skip > 0 {
 		if err := x.timed(start, &x.meter.CodecSeconds); err != nil {
 			return err
 		}

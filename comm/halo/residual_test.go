@@ -168,11 +168,87 @@ func TestResidualBackward(t *testing.T) {
 func TestKeep(t *testing.T) {
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	m := kernels.Mat{Rows: 6, Cols: 2, Data: []float32{1, -2, 1, -2, 0, 0, 1, inf, nan, 1, 1, 1}}
-	d := kernels.Mat{Rows: 6, Cols: 2, Data: []float32{0.1, 0, 0.3, 0, 0, 0, 0, inf, nan, 0, 0, 0}}
-	bitmap := []byte{0xff}
-	n := (&Host{}).Keep([]int32{0, 1, 2, 3, 4, 5}, &m, &d, 0, 0.1, bitmap)
-	if want := byte(0b11010); bitmap[0] != want || n != 3 {
-		t.Errorf("bitmap %08b (%d rows), expected %08b (3 rows)", bitmap[0], n, want)
+	state := kernels.Mat{Rows: 6, Cols: 2, Data: []float32{0.9, -2, 0.7, -2, 0, 0, 1, 0, 0, 1, 1, 1}}
+	d := kernels.NewMat(6, 2)
+	for _, on := range fastModes(t) {
+		fast = on
+		bitmap := []byte{0xff}
+		n := (&Host{}).Residual([]int32{0, 1, 2, 3, 4, 5}, &m, &state, 0, d, 0.1, bitmap)
+		if want := byte(0b11010); bitmap[0] != want || n != 3 {
+			t.Errorf("AVX2 %v: bitmap %08b (%d rows), expected %08b (3 rows)", on, bitmap[0], n, want)
+		}
+		if got := d.Row(1)[0]; got != 1-0.7 {
+			t.Errorf("AVX2 %v: residual %v, expected %v", on, got, float32(1-0.7))
+		}
+	}
+}
+
+// fastModes runs the rest of a test with the AVX2 row operations (where
+// the machine has them) and with the Go ones, restoring the choice after.
+func fastModes(t *testing.T) []bool {
+	was := fast
+	t.Cleanup(func() { fast = was })
+	modes := []bool{false}
+	if was {
+		modes = append(modes, true)
+	}
+	return modes
+}
+
+// TestFastRows: the AVX2 residual and scatter-add equal the Go ones bit
+// for bit, special values and odd widths included.
+func TestFastRows(t *testing.T) {
+	if !fast {
+		t.Skip("this machine runs the Go row operations only")
+	}
+	defer func() { fast = true }()
+	rng := rand.New(rand.NewPCG(13, 14))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 1e-45, math.MaxFloat32}
+	for _, f := range []int{1, 7, 8, 9, 31, 64, 129} {
+		m, s := kernels.NewMat(20, f), kernels.NewMat(12, f)
+		for i := range m.Data {
+			m.Data[i] = float32(rng.NormFloat64())
+			if rng.IntN(10) == 0 {
+				m.Data[i] = special[rng.IntN(len(special))]
+			}
+		}
+		for i := range s.Data {
+			s.Data[i] = float32(rng.NormFloat64())
+		}
+		idx := make([]int32, 10)
+		for k := range idx {
+			idx[k] = int32(rng.IntN(20))
+		}
+		var out [2][]uint32
+		var d [2]*kernels.Mat
+		var added [2][]float32
+		for i, on := range []bool{false, true} {
+			fast = on
+			h := &Host{}
+			d[i] = kernels.NewMat(12, f)
+			bitmap := make([]byte, 2)
+			h.Residual(idx, m, s, 2, d[i], 0.5, bitmap)
+			out[i] = append(append([]uint32{}, h.dmax[:10]...), uint32(bitmap[0]), uint32(bitmap[1]))
+			dst := kernels.NewMat(20, f)
+			copy(dst.Data, m.Data)
+			h.ScatterAdd(idx[:5:5], s, 3, dst) // distinct rows: a scatter-add's contract
+			added[i] = dst.Data
+		}
+		for k := range out[0] {
+			if out[0][k] != out[1][k] {
+				t.Fatalf("width %d: maxima or bitmap %d: %x (Go) and %x (AVX2)", f, k, out[0][k], out[1][k])
+			}
+		}
+		for k := range d[0].Data {
+			if a, b := math.Float32bits(d[0].Data[k]), math.Float32bits(d[1].Data[k]); a != b && !(d[0].Data[k] != d[0].Data[k] && d[1].Data[k] != d[1].Data[k]) {
+				t.Fatalf("width %d: residual %d: %x (Go) and %x (AVX2)", f, k, a, b)
+			}
+		}
+		for k := range added[0] {
+			if a, b := math.Float32bits(added[0][k]), math.Float32bits(added[1][k]); a != b && !(added[0][k] != added[0][k] && added[1][k] != added[1][k]) {
+				t.Fatalf("width %d: scatter-add %d: %x (Go) and %x (AVX2)", f, k, a, b)
+			}
+		}
 	}
 }
 
