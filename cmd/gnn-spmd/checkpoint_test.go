@@ -116,7 +116,8 @@ func TestCheckpointResume(t *testing.T) {
 	}
 }
 
-// TestMPIResume: under mpirun, where every rank reads the checkpoint, the
+// TestMPIResume: under mpirun, where rank 0 reads the checkpoint and sends
+// it to the others, the
 // resumed adaptive run with residual coding (its state gathered from every
 // rank into the checkpoint) writes the uninterrupted run's metrics.
 func TestMPIResume(t *testing.T) {

@@ -1,9 +1,11 @@
 package job
 
 import (
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
@@ -27,15 +29,19 @@ type checkpointer struct {
 	log         *slog.Logger     // rank 0's
 }
 
-// newCheckpointer reads --resume and refuses it unless it comes from this
-// run's data, partition and settings.
-func newCheckpointer(s *Spec, cfg ckpt.Config, dataset string, log *slog.Logger) (*checkpointer, error) {
+// newCheckpointer reads --resume (from the file at local, rank 0's copy
+// of it on an MPI rank, or --resume itself when local is "") and refuses
+// it unless it comes from this run's data, partition and settings.
+func newCheckpointer(s *Spec, local string, cfg ckpt.Config, dataset string, log *slog.Logger) (*checkpointer, error) {
 	c := &checkpointer{path: s.Checkpoint, every: s.CheckpointEvery, keep: s.Keep, cfg: cfg, dataset: dataset,
 		from: s.Resume, log: log}
 	if s.Resume == "" {
 		return c, nil
 	}
-	ck, err := ckpt.Read(s.Resume)
+	if local == "" {
+		local = s.Resume
+	}
+	ck, err := ckpt.Read(local)
 	if err != nil {
 		return nil, err
 	}
@@ -47,6 +53,67 @@ func newCheckpointer(s *Spec, cfg ckpt.Config, dataset string, log *slog.Logger)
 	}
 	c.resumed, c.history = ck, ck.History
 	return c, nil
+}
+
+// resumeChunk bounds one broadcast of a checkpoint (MPI counts are ints).
+const resumeChunk = 1 << 30
+
+var opResume = comm.Op{Name: "checkpoint broadcast (--resume)"}
+
+// shareResume gives every MPI rank rank 0's copy of the --resume file, so
+// that only rank 0's host needs it: rank 0 broadcasts the file's bytes and
+// every other rank writes them to a private temporary file, whose path it
+// returns with the function that removes it. Rank 0 reads the file itself
+// (""). When rank 0 cannot read it, the others read their own path and
+// rank 0 reports why (setup errors are agreed on).
+func shareResume(c comm.Comm, path string) (string, func(), error) {
+	none := func() {}
+	if path == "" {
+		return "", none, nil
+	}
+	var data []byte
+	size := make([]byte, 8)
+	if c.Rank() == 0 {
+		n := uint64(math.MaxUint64)
+		if b, err := os.ReadFile(path); err == nil {
+			data, n = b, uint64(len(b))
+		}
+		binary.LittleEndian.PutUint64(size, n)
+	}
+	comm.Label(c, &opResume)
+	if err := c.Bcast(size, 0); err != nil {
+		return "", none, err
+	}
+	n := binary.LittleEndian.Uint64(size)
+	if n == math.MaxUint64 {
+		return "", none, nil
+	}
+	if c.Rank() != 0 {
+		data = make([]byte, n)
+	}
+	for off := uint64(0); off < n; off += resumeChunk {
+		comm.Label(c, &opResume)
+		if err := c.Bcast(data[off:min(off+resumeChunk, n)], 0); err != nil {
+			return "", none, err
+		}
+	}
+	if c.Rank() == 0 {
+		return "", none, nil
+	}
+	f, err := os.CreateTemp("", "gnn-spmd-resume-*.h5")
+	if err != nil {
+		return "", none, fmt.Errorf("--resume: a copy of rank 0's %s: %w", path, err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	remove := func() { os.Remove(f.Name()) }
+	if err != nil {
+		remove()
+		return "", none, fmt.Errorf("--resume: a copy of rank 0's %s: %w", path, err)
+	}
+	return f.Name(), remove, nil
 }
 
 // restore loads the resumed state, if any, into a rank's trainer.

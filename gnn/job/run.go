@@ -290,7 +290,7 @@ func (j *job) runLocal() error {
 			src.info.HaloRows += len(sh.Halo)
 		}
 	}
-	ck, err := newCheckpointer(s, j.identity(src), src.info.Dataset, j.rankLog(0))
+	ck, err := newCheckpointer(s, "", j.identity(src), src.info.Dataset, j.rankLog(0))
 	if err != nil {
 		return err
 	}
@@ -497,7 +497,14 @@ func (j *job) abort(c comm.Comm, err error) error {
 // partitioned on the fly), reads --resume and builds its job.
 func (j *job) setupMPIRank(c comm.Comm) (*rankJob, *source, *checkpointer, error) {
 	rank := c.Rank()
-	src, v, ck, err := j.loadMPIRank(rank, c.Size())
+	resume, removeCopy, err := shareResume(c, j.spec.Resume)
+	defer removeCopy()
+	var src *source
+	var v *gnn.View
+	var ck *checkpointer
+	if err == nil {
+		src, v, ck, err = j.loadMPIRank(rank, c.Size(), resume)
+	}
 	// Every rank takes part, failed or not, so that all learn of a failure.
 	var mine []setting
 	if err == nil {
@@ -522,8 +529,9 @@ func (j *job) setupMPIRank(c comm.Comm) (*rankJob, *source, *checkpointer, error
 	return rj, src, ck, nil
 }
 
-// loadMPIRank reads an MPI rank's data and --resume: nothing collective.
-func (j *job) loadMPIRank(rank, q int) (*source, *gnn.View, *checkpointer, error) {
+// loadMPIRank reads an MPI rank's data and --resume (from the file at
+// resume, "" for the flag's): nothing collective.
+func (j *job) loadMPIRank(rank, q int, resume string) (*source, *gnn.View, *checkpointer, error) {
 	src, err := j.load([]int{rank}, q, false)
 	if err != nil {
 		return nil, nil, nil, err
@@ -536,7 +544,7 @@ func (j *job) loadMPIRank(rank, q int) (*source, *gnn.View, *checkpointer, error
 		return src, nil, nil, err
 	}
 	src.info.HaloRows = len(sh.Halo)
-	ck, err := newCheckpointer(j.spec, j.identity(src), src.info.Dataset, j.rankLog(0))
+	ck, err := newCheckpointer(j.spec, resume, j.identity(src), src.info.Dataset, j.rankLog(0))
 	if err != nil {
 		return src, nil, nil, err
 	}
