@@ -207,3 +207,82 @@ func TestRecommendedSchedule(t *testing.T) {
 		}
 	}
 }
+
+// TestResidualTraining: residual coding on real ranks repeats exactly,
+// reaches the rows with a small fraction of plain 2-bit quantization's
+// error at the same bytes, skips rows (fewer bytes) with a threshold, and
+// at r = 1 leaves full communication's numbers bit for bit.
+func TestResidualTraining(t *testing.T) {
+	ds, split, parts, mc := compressedSetup(t)
+	const epochs = 30
+	run := func(residual string, skip, r float64) []metrics.Epoch {
+		return runRanks(t, ds, split, parts, 4, mc, epochs, func() CompressConfig {
+			c := fixedRate("quant", r)
+			c.Residual, c.ResidualSkip = residual, skip
+			return c
+		})
+	}
+	lateError := func(run []metrics.Epoch) (e float64, bytes int64) {
+		for _, st := range run[epochs/2:] {
+			for _, v := range st.CompError {
+				e += v
+			}
+			bytes += st.BytesFwd + st.BytesBwd
+		}
+		return e, bytes
+	}
+	plain, res := run("off", 0, 16), run("on", 0, 16)
+	again := run("on", 0, 16)
+	for e := range res {
+		if res[e].Loss != again[e].Loss {
+			t.Fatalf("epoch %d: loss %v, then %v with the same seed", e, res[e].Loss, again[e].Loss)
+		}
+	}
+	ep, bp := lateError(plain)
+	er, br := lateError(res)
+	t.Logf("late epochs: comp_error %.4g plain, %.4g residual; bytes %d, %d", ep, er, bp, br)
+	if !(er < ep/4) || br != bp {
+		t.Errorf("residual: comp_error %v against plain %v, bytes %d against %d", er, ep, br, bp)
+	}
+	if last := res[epochs-1]; last.TrainAcc < 0.5 {
+		t.Errorf("residual coding does not learn: train accuracy %.3f", last.TrainAcc)
+	}
+	if _, bs := lateError(run("on", 0.05, 16)); !(bs < br) {
+		t.Errorf("skipping rows sent %d bytes, every row %d", bs, br)
+	}
+	full, raw := runRanks(t, ds, split, parts, 4, mc, 8, nil), run("on", 0.05, 1)
+	for e := range full {
+		if raw[e].Loss != full[e].Loss {
+			t.Fatalf("residual at r=1, epoch %d: loss %v, full communication %v", e, raw[e].Loss, full[e].Loss)
+		}
+	}
+}
+
+// TestResidualSettings: the residual mode and threshold are checked, and
+// auto means the recommended setting's choice.
+func TestResidualSettings(t *testing.T) {
+	for _, tc := range []struct {
+		codec, schedule, residual string
+		skip                      float64
+		want                      string // "on", "off" or the error's start
+	}{
+		{"quant", "recommended", "auto", 0.05, map[bool]string{true: "on", false: "off"}[RecommendedResidual]},
+		{"quant", "fixed", "auto", 0.05, "off"},
+		{"trunc", "recommended", "auto", 0.05, "off"},
+		{"quant", "varco", "on", 0, "on"},
+		{"none", "recommended", "on", 0, "residual: on needs a codec"},
+		{"quant", "fixed", "sometimes", 0, `residual: got "sometimes"`},
+		{"quant", "fixed", "on", 1, "residual-skip: got 1"},
+		{"quant", "fixed", "on", math.NaN(), "residual-skip: got NaN"},
+	} {
+		c := DefaultCompressConfig()
+		c.Codec, c.Schedule, c.Residual, c.ResidualSkip = tc.codec, tc.schedule, tc.residual, tc.skip
+		got := map[bool]string{true: "on", false: "off"}[c.ResidualOn()]
+		if err := c.Validate(10); err != nil {
+			got = err.Error()
+		}
+		if len(got) < len(tc.want) || got[:len(tc.want)] != tc.want {
+			t.Errorf("%+v: %q, want %q", tc, got, tc.want)
+		}
+	}
+}
