@@ -32,8 +32,9 @@ type CompressConfig struct {
 	// authors' code does; by default the last layer is compressed at the
 	// rate its schedule gives it like every other layer.
 	RawLastLayer bool
-	// Residual is residual coding with error feedback (halo.Residual): on,
-	// off, or auto (on under the recommended quant setting).
+	// Residual is residual coding with error feedback (halo.Residual): on
+	// (both directions), forward (the activations only), off, or auto (the
+	// recommended quant setting's choice, else off).
 	Residual string
 	// ResidualSkip is the threshold below which a row's residual is not
 	// sent (halo.Residual.Skip; 0 sends every row).
@@ -53,11 +54,14 @@ func DefaultCompressConfig() CompressConfig {
 // against varco and adaptive (docs/VARCO.md, "The recommended setting").
 const RecommendedQuantRatio = 16
 
-// RecommendedResidual is whether the recommended quant setting codes
-// residuals, and RecommendedResidualSkip its skip threshold (docs/VARCO.md).
+// The rest of the recommended quant setting (docs/VARCO.md): residual
+// coding of the activations, no row skipped, and the returned gradients at
+// RecommendedQuantBitsBwd bits, plainly quantized (a 1-bit residual does
+// not converge).
 const (
-	RecommendedResidual     = true
-	RecommendedResidualSkip = 0.05
+	RecommendedResidual     = "forward"
+	RecommendedResidualSkip = 0
+	RecommendedQuantBitsBwd = 1
 )
 
 // Backward is the codec kind of the returned gradients.
@@ -94,6 +98,7 @@ type compression struct {
 	evalCompressed bool
 	rawLastLayer   bool
 	residual       halo.Residual
+	bwdBits        int // the gradients' quant bits on lossy layers; 0: the schedule's rate
 }
 
 // build parses and validates c, returning nil when nothing is compressed.
@@ -132,7 +137,21 @@ func (c CompressConfig) build(epochs int) (*compression, error) {
 	if fwd == codec.KindNone && bwd == codec.KindNone {
 		return nil, nil
 	}
-	return &compression{fwd: fwd, bwd: bwd, schedule: s, evalCompressed: c.EvalCompressed, rawLastLayer: c.RawLastLayer, residual: res}, nil
+	comp := &compression{fwd: fwd, bwd: bwd, schedule: s, evalCompressed: c.EvalCompressed, rawLastLayer: c.RawLastLayer, residual: res}
+	if c.Schedule == "recommended" && fwd == codec.KindQuant && bwd == codec.KindQuant {
+		comp.bwdBits = RecommendedQuantBitsBwd
+	}
+	return comp, nil
+}
+
+// BackwardBits is the quant bits of the returned gradients where a layer
+// is compressed, when a setting fixes them apart from the schedule's rate
+// (the recommended quant setting); 0 otherwise.
+func (c CompressConfig) BackwardBits(epochs int) int {
+	if comp, err := c.build(epochs); err == nil && comp != nil {
+		return comp.bwdBits
+	}
+	return 0
 }
 
 // residual resolves the residual mode: auto is the recommended setting's
@@ -141,35 +160,45 @@ func (c CompressConfig) residual(fwd codec.Kind) (halo.Residual, error) {
 	if s := c.ResidualSkip; !(s >= 0 && s < 1) {
 		return halo.Residual{}, fmt.Errorf("residual-skip: got %v, expected a number in [0, 1)", s)
 	}
-	on := false
-	switch c.Residual {
-	case "auto":
-		on = RecommendedResidual && c.Schedule == "recommended" && fwd == codec.KindQuant
-	case "on":
-		on = c.Enabled()
-		if !on {
-			return halo.Residual{}, fmt.Errorf("residual: on needs a codec (--codec)")
+	mode := c.Residual
+	if mode == "auto" {
+		mode = "off"
+		if c.Schedule == "recommended" && fwd == codec.KindQuant {
+			mode = RecommendedResidual
 		}
+	}
+	r := halo.Residual{Skip: float32(c.ResidualSkip)}
+	switch mode {
+	case "on":
+		r.Forward, r.Backward = true, true
+	case "forward":
+		r.Forward = true
 	case "off":
-	default:
-		return halo.Residual{}, fmt.Errorf("residual: got %q, expected auto, on or off", c.Residual)
-	}
-	if !on {
 		return halo.Residual{}, nil
+	default:
+		return halo.Residual{}, fmt.Errorf("residual: got %q, expected auto, on, forward or off", c.Residual)
 	}
-	return halo.Residual{On: true, Skip: float32(c.ResidualSkip)}, nil
+	if !c.Enabled() {
+		return halo.Residual{}, fmt.Errorf("residual: %s needs a codec (--codec)", mode)
+	}
+	return r, nil
 }
 
-// WithResidualResolved returns c with an auto residual mode made on or off,
-// so that a checkpoint records what ran: the recommended setting's choice,
-// where residual coding can run (host memory; not on a GPU yet).
+// WithResidualResolved returns c with an auto residual mode made what it
+// means, so that a checkpoint records what ran: the recommended setting's
+// choice where residual coding can run (host memory; not on a GPU yet),
+// else off.
 func (c CompressConfig) WithResidualResolved(host bool) CompressConfig {
 	if c.Residual == "auto" {
 		fwd, _ := codec.ParseKind(c.Codec)
 		r, err := c.residual(fwd)
 		c.Residual = "off"
-		if err == nil && r.On && host {
+		switch {
+		case err != nil || !r.On() || !host:
+		case r.Backward:
 			c.Residual = "on"
+		default:
+			c.Residual = "forward"
 		}
 	}
 	return c
@@ -178,7 +207,7 @@ func (c CompressConfig) WithResidualResolved(host bool) CompressConfig {
 // ResidualOn reports whether the run codes residuals.
 func (c CompressConfig) ResidualOn() bool {
 	comp, err := c.build(2)
-	return err == nil && comp != nil && comp.residual.On
+	return err == nil && comp != nil && comp.residual.On()
 }
 
 // codecs returns the forward and backward codec of every layer at its rate
@@ -200,6 +229,9 @@ func (c *compression) codecs(rates []float64, widths []int, fwd, bwd []codec.Spe
 		}
 		if bwd[l], err = codec.ForRate(c.bwd, r); err != nil {
 			return err
+		}
+		if c.bwdBits > 0 {
+			bwd[l] = codec.Quant(c.bwdBits)
 		}
 		switch c.fwd {
 		case codec.KindQuant:

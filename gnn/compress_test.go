@@ -266,7 +266,7 @@ func TestResidualSettings(t *testing.T) {
 		skip                      float64
 		want                      string // "on", "off" or the error's start
 	}{
-		{"quant", "recommended", "auto", 0.05, map[bool]string{true: "on", false: "off"}[RecommendedResidual]},
+		{"quant", "recommended", "auto", 0.05, "on"},
 		{"quant", "fixed", "auto", 0.05, "off"},
 		{"trunc", "recommended", "auto", 0.05, "off"},
 		{"quant", "varco", "on", 0, "on"},

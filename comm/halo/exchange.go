@@ -202,7 +202,7 @@ func (x *Exchange[P]) Forward(layer int, h *kernels.Mat) error {
 	if h.Rows != pl.Owned+pl.HaloRows() {
 		return fmt.Errorf("halo forward: matrix has %d rows, expected %d owned + %d halo", h.Rows, pl.Owned, pl.HaloRows())
 	}
-	if x.residualOn(c) {
+	if x.residualOn(0, c) {
 		hx, mem, _ := hostResidual(x)
 		return residualForward(hx, mem, layer, h, c)
 	}
@@ -254,7 +254,7 @@ func (x *Exchange[P]) BackwardSend(layer int, dh *kernels.Mat) error {
 	if dh.Rows != pl.HaloRows() {
 		return fmt.Errorf("halo backward: matrix has %d rows, expected %d halo rows", dh.Rows, pl.HaloRows())
 	}
-	if x.residualOn(c) {
+	if x.residualOn(1, c) {
 		hx, mem, _ := hostResidual(x)
 		return residualBackwardSend(hx, mem, layer, dh, c)
 	}
@@ -287,7 +287,7 @@ func (x *Exchange[P]) BackwardAdd(layer int, own *kernels.Mat) error {
 	if own.Rows != pl.Owned || own.Cols != x.stage.Cols {
 		return fmt.Errorf("halo backward: owned rows %dx%d, expected %d rows as wide as the gradients sent", own.Rows, own.Cols, pl.Owned)
 	}
-	if x.residualOn(c) {
+	if x.residualOn(1, c) {
 		hx, mem, _ := hostResidual(x)
 		return residualBackwardAdd(hx, mem, layer, own, c)
 	}

@@ -17,7 +17,9 @@ import (
 // sent again next time, so errors do not pile up, and a row that stops
 // changing converges to its exact value.
 type Residual struct {
-	On bool
+	// Forward and Backward turn it on for the activations and for the
+	// returned gradients.
+	Forward, Backward bool
 	// Skip, when > 0, leaves out every row whose residual's largest
 	// magnitude is at most Skip times the largest of the row itself: a
 	// bitmap per peer (one bit per row, counted in the bytes, exchanged
@@ -65,7 +67,7 @@ func (x *Exchange[P]) sides(dir int) (send, recv side) {
 
 // residualScratch is what residual coding reuses between exchanges.
 type residualScratch struct {
-	d, dBuf       kernels.Mat // the residuals, then what the receiver decodes
+	d, dBuf       kernels.Mat // the residuals, then their decoded values
 	iota          []int32     // iota[i] = i: a contiguous range as a row list
 	keep          []int32     // the rows one bitmap keeps
 	bitOut, bitIn []byte      // all peers' bitmaps, one allocation each
@@ -74,6 +76,7 @@ type residualScratch struct {
 	sizes         []int       // bytes per peer
 }
 
+// prepare sizes the scratch for q peers and states of up to rows rows.
 func (r *residualScratch) prepare(q, rows int) {
 	if len(r.iota) < rows {
 		r.iota = make([]int32, rows)
@@ -162,7 +165,7 @@ func hostResidual[P any](x *Exchange[P]) (*Exchange[[]byte], ResidualMemory, err
 // part of the training stream). It fails when the exchange's memory cannot
 // run it.
 func (x *Exchange[P]) SetResidual(r Residual) error {
-	if r.On {
+	if r.On() {
 		if _, _, err := hostResidual(x); err != nil {
 			return err
 		}
@@ -171,9 +174,14 @@ func (x *Exchange[P]) SetResidual(r Residual) error {
 	return nil
 }
 
-// residualOn reports whether an exchange under c codes residuals: raw rows
-// go as they are and leave the state alone.
-func (x *Exchange[P]) residualOn(c codec.Spec) bool { return x.res.On && !c.Raw() }
+// On reports whether r codes residuals in either direction.
+func (r Residual) On() bool { return r.Forward || r.Backward }
+
+// residualOn reports whether an exchange in direction dir under c codes
+// residuals: raw rows go as they are and leave the state alone.
+func (x *Exchange[P]) residualOn(dir int, c codec.Spec) bool {
+	return [2]bool{x.res.Forward, x.res.Backward}[dir] && !c.Raw()
+}
 
 // state returns the residual state of layer's exchange in direction dir,
 // allocated (zero) on first use.

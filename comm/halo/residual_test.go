@@ -72,7 +72,7 @@ func TestResidualConverges(t *testing.T) {
 			xs[x.plan.Rank] = x
 			mu.Unlock()
 			x.SetCodecs(0, codec.Quant(2), codec.None())
-			if err := x.SetResidual(Residual{On: true, Skip: skip}); err != nil {
+			if err := x.SetResidual(Residual{Forward: true, Backward: true, Skip: skip}); err != nil {
 				return err
 			}
 			for e := range epochs {
@@ -125,7 +125,7 @@ func TestResidualBackward(t *testing.T) {
 		xs[x.plan.Rank] = x
 		mu.Unlock()
 		x.SetCodecs(0, codec.None(), codec.Quant(2))
-		if err := x.SetResidual(Residual{On: true, Skip: 1e-4}); err != nil {
+		if err := x.SetResidual(Residual{Forward: true, Backward: true, Skip: 1e-4}); err != nil {
 			return err
 		}
 		own := h.View(0, x.plan.Owned)
@@ -277,7 +277,7 @@ func TestResidualGatherRestore(t *testing.T) {
 			}
 			x.SetCodecs(0, codec.Quant(2), codec.Quant(1))
 			x.SetCodecs(1, codec.Quant(3), codec.Quant(2))
-			if err := x.SetResidual(Residual{On: true, Skip: 0.01}); err != nil {
+			if err := x.SetResidual(Residual{Forward: true, Backward: true, Skip: 0.01}); err != nil {
 				return err
 			}
 			h := kernels.NewMat(l.owned[r]+rs[3], f)

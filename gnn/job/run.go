@@ -180,13 +180,17 @@ func (j *job) newReporter(info *Info, ck *checkpointer) (*reporter, error) {
 	if j.spec.NoComm {
 		info.Communication = "no communication (cut edges dropped)"
 	} else if cc := j.spec.Run.CompressConfig; cc.Enabled() {
+		epochs := j.spec.Run.Epochs
 		info.Communication = fmt.Sprintf("halo compression %s forward, %s backward, schedule %s",
-			cc.Codec, cc.Backward(), cc.ScheduleName(j.spec.Run.Epochs))
-		switch {
-		case cc.ResidualOn() && cc.ResidualSkip > 0:
-			info.Communication += fmt.Sprintf(", residual coding (rows skipped below %g of their size)", cc.ResidualSkip)
-		case cc.ResidualOn():
-			info.Communication += ", residual coding (every row sent)"
+			cc.Codec, cc.Backward(), cc.ScheduleName(epochs))
+		if b := cc.BackwardBits(epochs); b > 0 {
+			info.Communication += fmt.Sprintf(" (gradients at %d bit)", b)
+		}
+		if cc.ResidualOn() {
+			info.Communication += map[string]string{"on": ", residual coding", "forward": ", residual coding of the activations"}[cc.Residual]
+			if cc.ResidualSkip > 0 {
+				info.Communication += fmt.Sprintf(" (rows skipped below %g of their size)", cc.ResidualSkip)
+			}
 		}
 	}
 	info.Device = fmt.Sprintf("cpu (threads per rank: %d), gemm %s, codecs %s",

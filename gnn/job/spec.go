@@ -105,8 +105,8 @@ func (s *Spec) Validate() error {
 	}
 	s.Run.CodecBwd = s.Run.Backward()
 	s.Run.CompressConfig = s.Run.WithResidualResolved(s.Device == "cpu")
-	if s.Run.Residual == "on" && s.Device != "cpu" {
-		return specErrorf("train: --residual on: residual coding runs on --device cpu only (the CUDA exchange does not implement it yet)")
+	if r := s.Run.Residual; (r == "on" || r == "forward") && s.Device != "cpu" {
+		return specErrorf("train: --residual %s: residual coding runs on --device cpu only (the CUDA exchange does not implement it yet)", r)
 	}
 	if err := s.Run.Validate(); err != nil {
 		return specErrorf("train: %v", err)
