@@ -70,7 +70,12 @@ func hostLeftovers(netns, links []string, root string) []string {
 func makeHosts(t *testing.T) *hosts {
 	t.Helper()
 	if launcher.name != "mpirun" {
-		t.Skip("the hosts are entered through Open MPI's rsh agent (plm_rsh_agent); this build's launcher is " + launcher.name)
+		// Measured with mpiexec.mpich -launcher ssh -launcher-exec
+		// scripts/netns-rsh.sh: the run trains, but with UCX on TCP alone
+		// (UCX_TLS=tcp or tcp,self) it hangs in MPI_Finalize in 2 runs of 3,
+		// and UCX's default transports may use shared memory between the
+		// hosts, which share a kernel.
+		t.Skip("across the namespace hosts MPICH 4.0.2 (ch4:ucx) either hangs at exit over TCP or may bypass the link; Open MPI's build runs this test")
 	}
 	needTools(t, "network namespaces", "ip", "unshare", "nsenter", "mount", "mpirun", "orted")
 	root := t.TempDir()
