@@ -165,7 +165,7 @@ func TestMPIEqualsOneProcess(t *testing.T) {
 		want := readMetrics(t, ref)
 		for _, method := range []string{"random", "metis"} {
 			for _, q := range []int{1, 2, 4, 8} {
-				t.Run(fmt.Sprintf("%s/%s/mpirun-np-%d", name, method, q), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/%s/%s-np-%d", name, method, launcher.name, q), func(t *testing.T) {
 					out := filepath.Join(t.TempDir(), "m.jsonl")
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 					defer cancel()
