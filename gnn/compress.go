@@ -37,7 +37,8 @@ type CompressConfig struct {
 	// recommended quant setting's choice, else off).
 	Residual string
 	// ResidualSkip is the threshold below which a row's residual is not
-	// sent (halo.Residual.Skip; 0 sends every row).
+	// sent (halo.Residual.Skip; 0 sends every row). -1, the default, is
+	// RecommendedResidualSkip under the recommended quant setting, else 0.
 	ResidualSkip float64
 }
 
@@ -46,7 +47,7 @@ type CompressConfig struct {
 // slope 5) ready for the varco schedule.
 func DefaultCompressConfig() CompressConfig {
 	return CompressConfig{Codec: "none", Schedule: "recommended", Ratio: 1, RatioMax: 128, RatioMin: 1.5, Slope: 5, Kappa: DefaultKappa,
-		Residual: "auto", ResidualSkip: RecommendedResidualSkip}
+		Residual: "auto", ResidualSkip: -1}
 }
 
 // RecommendedQuantRatio is the rate of the recommended quant setting: 2
@@ -55,12 +56,13 @@ func DefaultCompressConfig() CompressConfig {
 const RecommendedQuantRatio = 16
 
 // The rest of the recommended quant setting (docs/VARCO.md): residual
-// coding of the activations, no row skipped, and the returned gradients at
+// coding of the activations, leaving out rows whose residual is at most
+// RecommendedResidualSkip of their size, and the returned gradients at
 // RecommendedQuantBitsBwd bits, plainly quantized (a 1-bit residual does
 // not converge).
 const (
 	RecommendedResidual     = "forward"
-	RecommendedResidualSkip = 0
+	RecommendedResidualSkip = 0.02
 	RecommendedQuantBitsBwd = 1
 )
 
@@ -157,17 +159,19 @@ func (c CompressConfig) BackwardBits(epochs int) int {
 // residual resolves the residual mode: auto is the recommended setting's
 // choice under recommended quant, off otherwise.
 func (c CompressConfig) residual(fwd codec.Kind) (halo.Residual, error) {
-	if s := c.ResidualSkip; !(s >= 0 && s < 1) {
-		return halo.Residual{}, fmt.Errorf("residual-skip: got %v, expected a number in [0, 1)", s)
+	recommended := c.Schedule == "recommended" && fwd == codec.KindQuant
+	skip, err := c.skip(recommended)
+	if err != nil {
+		return halo.Residual{}, err
 	}
 	mode := c.Residual
 	if mode == "auto" {
 		mode = "off"
-		if c.Schedule == "recommended" && fwd == codec.KindQuant {
+		if recommended {
 			mode = RecommendedResidual
 		}
 	}
-	r := halo.Residual{Skip: float32(c.ResidualSkip)}
+	r := halo.Residual{Skip: float32(skip)}
 	switch mode {
 	case "on":
 		r.Forward, r.Backward = true, true
@@ -184,14 +188,31 @@ func (c CompressConfig) residual(fwd codec.Kind) (halo.Residual, error) {
 	return r, nil
 }
 
-// WithResidualResolved returns c with an auto residual mode made what it
-// means, so that a checkpoint records what ran: the recommended setting's
-// choice where residual coding can run (host memory; not on a GPU yet),
-// else off.
+// skip is the residual skip threshold, the default (-1) resolved.
+func (c CompressConfig) skip(recommended bool) (float64, error) {
+	switch s := c.ResidualSkip; {
+	case s == -1 && recommended:
+		return RecommendedResidualSkip, nil
+	case s == -1:
+		return 0, nil
+	case !(s >= 0 && s < 1):
+		return 0, fmt.Errorf("residual-skip: got %v, expected a number in [0, 1)", s)
+	default:
+		return s, nil
+	}
+}
+
+// WithResidualResolved returns c with an auto residual mode and a default
+// threshold made what they mean, so that a checkpoint records what ran:
+// the recommended setting's choice where residual coding can run (host
+// memory; not on a GPU yet), else off.
 func (c CompressConfig) WithResidualResolved(host bool) CompressConfig {
+	fwd, _ := codec.ParseKind(c.Codec)
+	r, err := c.residual(fwd)
+	if skip, serr := c.skip(c.Schedule == "recommended" && fwd == codec.KindQuant); serr == nil {
+		c.ResidualSkip = skip
+	}
 	if c.Residual == "auto" {
-		fwd, _ := codec.ParseKind(c.Codec)
-		r, err := c.residual(fwd)
 		c.Residual = "off"
 		switch {
 		case err != nil || !r.On() || !host:

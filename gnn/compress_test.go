@@ -285,4 +285,12 @@ func TestResidualSettings(t *testing.T) {
 			t.Errorf("%+v: %q, want %q", tc, got, tc.want)
 		}
 	}
+	// The default threshold, as a checkpoint records it.
+	for schedule, want := range map[string]float64{"recommended": RecommendedResidualSkip, "fixed": 0} {
+		c := DefaultCompressConfig()
+		c.Codec, c.Schedule, c.Residual = "quant", schedule, "on"
+		if got := c.WithResidualResolved(true); got.ResidualSkip != want || got.Residual != "on" {
+			t.Errorf("schedule %s: threshold %v (%s), want %v", schedule, got.ResidualSkip, got.Residual, want)
+		}
+	}
 }

@@ -49,7 +49,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&r.Slope, "slope", r.Slope, "varco: slope s of r(t) = max(rmax - s*t*(rmax-rmin)/(T-2), rmin)")
 	fs.BoolVar(&r.EvalCompressed, "eval-compressed", false, "evaluate under the current rate (as the VARCO authors did) instead of at full precision")
 	fs.StringVar(&r.Residual, "residual", r.Residual, "residual coding with error feedback: the sender codes each halo row's difference from the receiver's copy, which both ends keep: on (activations and gradients), forward (activations), off, or auto (the recommended quant setting: forward)")
-	fs.Float64Var(&r.ResidualSkip, "residual-skip", r.ResidualSkip, "with residual coding: leave out a row whose residual is at most this fraction of the row's largest value (0 sends every row)")
+	fs.Float64Var(&r.ResidualSkip, "residual-skip", r.ResidualSkip, "with residual coding: leave out a row whose residual is at most this fraction of the row's largest value (0 sends every row; default: 0.02 under the recommended quant setting, else 0)")
 	fs.BoolVar(&r.RawLastLayer, "raw-last-layer", false, "send the last layer's halo rows raw whatever the schedule (as the VARCO authors' code does); by default every layer is compressed at its scheduled rate")
 	fs.StringVar(&s.CPUProfile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")
 	fs.StringVar(&s.Checkpoint, "checkpoint", "", "write an HDF5 checkpoint to this file (rank 0) every --checkpoint-every epochs and after the last")
