@@ -79,8 +79,11 @@ gpu-bundle: cuda
 vet: deps
 	go vet $(GOFLAGS_TAGS) ./...
 
+# cmd/gnn-spmd, the longest package (the launcher tests included), takes
+# about 5 min on 2 idle cores and passed Go's default 10 min per package on
+# a busy machine: hence -timeout 20m.
 test: build vet
-	go test $(GOFLAGS_TAGS) -count=1 ./...
+	go test $(GOFLAGS_TAGS) -count=1 -timeout 20m ./...
 
 # The CPU kernels and codecs built for a target with FMA (GOAMD64=v3), where
 # Go may fuse a*b + c: they must still give the bits of the GPU kernels

@@ -103,6 +103,9 @@ ReturnToService=2
 # scancel: SIGTERM to the tasks, SIGKILL KillWait seconds later.
 KillWait=30
 MinJobAge=600
+# FIFO, scheduling at every submission and job end: a test's next job
+# starts as soon as the last one's CPUs are free.
+SchedulerType=sched/builtin
 GresTypes=gpu
 NodeName=$node NodeAddr=127.0.0.1 CPUs=${CPUS:-8} RealMemory=$mem Gres=gpu:4 State=UNKNOWN
 PartitionName=local Nodes=$node Default=YES MaxTime=INFINITE State=UP
