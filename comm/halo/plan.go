@@ -9,7 +9,9 @@
 // in the order of p's send list for this rank. Forward, each rank sends the
 // rows its peers hold as halo and receives its halo rows in place; backward,
 // the gradients of the halo rows go back to their owners, who add them into
-// the rows they sent.
+// the rows they sent. With residual coding (Residual) both ends also keep
+// the receiver's copy of every row they exchange, and the payloads carry
+// differences from it.
 package halo
 
 import "fmt"
