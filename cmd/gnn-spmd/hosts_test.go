@@ -332,6 +332,9 @@ func TestHosts(t *testing.T) {
 		}
 	}
 	t.Run("resume-copy-on-every-host", func(t *testing.T) {
+		if want == nil {
+			t.Skip("no checkpoint (checkpoint-on-rank-0-host failed)")
+		}
 		copyFile(t, filepath.Join(h.disk[0], "c.h5.1"), filepath.Join(h.disk[1], "c.h5.1"))
 		defer os.Remove(filepath.Join(h.disk[1], "c.h5.1"))
 		if code, out := resume(t, "every.jsonl"); code != 0 {
