@@ -45,12 +45,14 @@ type sweepCase struct {
 }
 
 // sweepFiles writes the swept files into dir: d.h5 (50 nodes, 4 features),
-// parts/ (2 parts of it) and ck.h5 (a checkpoint of a width-4 model).
+// parts/ (2 parts of it) and ck.h5 (a checkpoint of a width-4 model on 2
+// ranks with the recommended compression, so that it holds residual state).
 func sweepFiles(t *testing.T, dir string) {
 	for _, args := range [][]string{
 		{"gen", "--out", filepath.Join(dir, "d.h5"), "--nodes", "50", "--features", "4", "--seed", "1"},
 		{"partition", "--data", filepath.Join(dir, "d.h5"), "--parts", "2", "--out", filepath.Join(dir, "parts")},
-		{"train", "--data", filepath.Join(dir, "d.h5"), "--epochs", "2", "--hidden", "4", "--quiet", "--checkpoint", filepath.Join(dir, "ck.h5")},
+		{"train", "--data", filepath.Join(dir, "d.h5"), "--epochs", "2", "--hidden", "4", "--ranks", "2", "--codec", "quant", "--quiet",
+			"--checkpoint", filepath.Join(dir, "ck.h5")},
 	} {
 		if code, _, stderr := runCLI(args...); code != 0 {
 			t.Fatalf("%s: %s", args[0], stderr)
