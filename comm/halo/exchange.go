@@ -158,8 +158,8 @@ func (x *Exchange[P]) cut(buf P, out []P, n func(p int) int) P {
 // views cuts buf into one payload per peer, peer p carrying rows[p] rows
 // of width f under c; sizes, if not nil, receives their bytes.
 func (x *Exchange[P]) views(buf P, out []P, c codec.Spec, f int, rows, sizes []int) P {
-	for p, r := range rows {
-		if sizes != nil {
+	if sizes != nil {
+		for p, r := range rows {
 			sizes[p] = c.WireSize(r, f)
 		}
 	}

@@ -73,7 +73,6 @@ type residualScratch struct {
 	bitOut, bitIn []byte      // all peers' bitmaps, one allocation each
 	outB, inB     [][]byte    // their per-peer views
 	sentK, recvK  []int       // rows kept per peer
-	sizes         []int       // bytes per peer
 }
 
 // prepare sizes the scratch for q peers and states of up to rows rows.
@@ -87,7 +86,7 @@ func (r *residualScratch) prepare(q, rows int) {
 	}
 	if len(r.outB) != q {
 		r.outB, r.inB = make([][]byte, q), make([][]byte, q)
-		r.sentK, r.recvK, r.sizes = make([]int, q), make([]int, q), make([]int, q)
+		r.sentK, r.recvK = make([]int, q), make([]int, q)
 	}
 }
 
@@ -232,7 +231,7 @@ func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c c
 	}
 	for p := range q {
 		r.sentK[p] = mem.Residual(idx(p), src, &st.sent, send.Start[p], &r.d, x.res.Skip, x.bitmap(r.outB, p))
-		r.sizes[p] = bitmapSize(send.Rows[p])
+		x.sizes[p] = bitmapSize(send.Rows[p])
 	}
 	if x.res.Skip > 0 {
 		if err := x.timed(start, &x.meter.CodecSeconds); err != nil {
@@ -240,7 +239,7 @@ func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c c
 		}
 		copy(x.sendB, r.outB)
 		copy(x.recvB, r.inB)
-		if err := x.transport(layer, dir+2, traffic, r.sizes); err != nil {
+		if err := x.transport(layer, dir+2, traffic, x.sizes); err != nil {
 			return err
 		}
 		start = time.Now()
@@ -263,7 +262,7 @@ func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c c
 		// encoded, and adds them into its copy of the receiver's state.
 		mem.Decode(c, x.sendB[p], &r.d, lo, lo+len(rows))
 		mem.ScatterAdd(rows, &r.d, lo, &st.sent)
-		r.sizes[p] = c.WireSize(len(rows), f)
+		x.sizes[p] = c.WireSize(len(rows), f)
 	}
 	return x.timed(start, &x.meter.CodecSeconds)
 }
@@ -299,7 +298,7 @@ func residualForward(x *Exchange[[]byte], mem ResidualMemory, layer int, h *kern
 	if err := x.timed(start, &x.meter.CodecSeconds); err != nil {
 		return err
 	}
-	if err := x.transport(layer, 0, x.meter.Fwd[layer], x.scratch.sizes); err != nil {
+	if err := x.transport(layer, 0, x.meter.Fwd[layer], x.sizes); err != nil {
 		return err
 	}
 	start = time.Now()
@@ -323,7 +322,7 @@ func residualBackwardSend(x *Exchange[[]byte], mem ResidualMemory, layer int, dh
 	if err := residualEncode(x, mem, layer, 1, c, dh, halo, st); err != nil {
 		return err
 	}
-	return x.transport(layer, 1, x.meter.Bwd[layer], x.scratch.sizes)
+	return x.transport(layer, 1, x.meter.Bwd[layer], x.sizes)
 }
 
 // residualBackwardAdd is BackwardAdd with residual coding: the gradients
