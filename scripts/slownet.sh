@@ -10,7 +10,7 @@
 #                                       (default: 1gbit 10gbit)
 #
 # Per rate and seed it runs full communication (with and without
-# --overlap), fixed 8-bit quantization (r = 4), VARCO and the adaptive
+# --overlap), the recommended quant setting, fixed 8- and 4-bit quantization (r = 4, 8), VARCO and the adaptive
 # schedule on DATASET with a random partition (the generated 100k-node
 # graph or Amazon Photo, with the experiment grid's settings; a seed picks
 # Amazon Photo's split as in the grid), and prints `gnn-results compare`
@@ -63,7 +63,7 @@ ns=gnnslow$$
 cleanup() { ip netns del "$ns" 2>/dev/null || true; }
 trap cleanup EXIT
 
-read -r -a methods <<<"${METHODS:-full full-nooverlap fixed4-quant varco-quant adaptive-quant}"
+read -r -a methods <<<"${METHODS:-full full-nooverlap recommended-quant fixed4-quant fixed8-quant varco-quant adaptive-quant}"
 tag=$DATASET
 [ "$PARTITION" = random ] && [ "$Q" = 4 ] || tag=$DATASET-$PARTITION-q$Q
 method_args() {
@@ -73,7 +73,9 @@ method_args() {
     # --eval-compressed: accuracy from the training pass, as the VARCO
     # authors measure it; otherwise every epoch adds a raw evaluation
     # pass whose bytes (56 MB here) exceed the compressed training's.
+    recommended-quant) echo "--codec quant --eval-compressed" ;;
     fixed4-quant) echo "--codec quant --schedule fixed --ratio 4 --eval-compressed" ;;
+    fixed8-quant) echo "--codec quant --schedule fixed --ratio 8 --residual off --eval-compressed" ;;
     varco-quant) echo "--codec quant --schedule varco --ratio-min 8 --eval-compressed" ;;
     adaptive-quant) echo "--codec quant --schedule adaptive --kappa 2 --eval-compressed" ;;
   esac
