@@ -268,34 +268,28 @@ func TestSlurm(t *testing.T) {
 		sameRun(t, readMetrics(t, m), want)
 	})
 
+	// interactive runs this test's binary as np tasks under the Slurm
+	// client cmd (salloc with the MPI launcher, or srun itself) and checks
+	// that the run equals one process.
+	interactive := func(t *testing.T, cmd, metrics string, launch ...string) {
+		m := filepath.Join(dir, metrics)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		self, _ := os.Executable()
+		start := time.Now()
+		b, err := s.cmd(ctx, cmd, append(append(append([]string{"--ntasks=" + np}, launch...), self),
+			append(common, "--metrics", m)...)...).CombinedOutput()
+		t.Logf("%s: %v in %v", cmd, err, time.Since(start).Round(time.Millisecond))
+		if err != nil || !strings.Contains(string(b), "ranks 4,") {
+			t.Fatalf("%s: %v\n%s", cmd, err, b)
+		}
+		sameRun(t, readMetrics(t, m), want)
+	}
 	t.Run("salloc-"+launcher.name, func(t *testing.T) {
-		m := filepath.Join(dir, "salloc.jsonl")
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		self, _ := os.Executable()
-		start := time.Now()
-		b, err := s.cmd(ctx, "salloc", append([]string{"--ntasks=" + np, launcher.name, launcher.np, np, self},
-			append(common, "--metrics", m)...)...).CombinedOutput()
-		t.Logf("salloc: %v in %v", err, time.Since(start).Round(time.Millisecond))
-		if err != nil || !strings.Contains(string(b), "ranks 4,") {
-			t.Fatalf("salloc: %v\n%s", err, b)
-		}
-		sameRun(t, readMetrics(t, m), want)
+		interactive(t, "salloc", "salloc.jsonl", launcher.name, launcher.np, np)
 	})
-
 	t.Run("srun-mpi-"+launcher.srunMPI, func(t *testing.T) {
-		m := filepath.Join(dir, "srun.jsonl")
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		self, _ := os.Executable()
-		start := time.Now()
-		b, err := s.cmd(ctx, "srun", append([]string{"--ntasks=" + np, "--mpi=" + launcher.srunMPI, self},
-			append(common, "--metrics", m)...)...).CombinedOutput()
-		t.Logf("srun: %v in %v", err, time.Since(start).Round(time.Millisecond))
-		if err != nil || !strings.Contains(string(b), "ranks 4,") {
-			t.Fatalf("srun: %v\n%s", err, b)
-		}
-		sameRun(t, readMetrics(t, m), want)
+		interactive(t, "srun", "srun.jsonl", "--mpi="+launcher.srunMPI)
 	})
 
 	// The other plugin: the library finds no process manager, so each task
