@@ -225,10 +225,15 @@ func (c CompressConfig) WithResidualResolved(host bool) CompressConfig {
 	return c
 }
 
-// ResidualOn reports whether the run codes residuals.
+// ResidualOn reports whether the run codes residuals (whatever the run's
+// length, which only the schedule depends on).
 func (c CompressConfig) ResidualOn() bool {
-	comp, err := c.build(2)
-	return err == nil && comp != nil && comp.residual.On()
+	fwd, err := codec.ParseKind(c.Codec)
+	if err != nil {
+		return false
+	}
+	r, err := c.residual(fwd)
+	return err == nil && r.On()
 }
 
 // codecs returns the forward and backward codec of every layer at its rate

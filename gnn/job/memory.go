@@ -21,7 +21,7 @@ func (j *job) checkMemory(src *source, sharing int) error {
 	cfg := j.spec.Run
 	cfg.InDim, cfg.Classes = max(src.info.Features, 1), src.info.Classes
 	mc := cfg.ModelConfig()
-	host := j.spec.Device == "cpu"
+	host, residual := j.spec.Device == "cpu", cfg.ResidualOn()
 	var need float64
 	rows := 0
 	if v := src.single; v != nil {
@@ -32,7 +32,7 @@ func (j *job) checkMemory(src *source, sharing int) error {
 		if j.spec.NoComm {
 			halo, sent = 0, 0
 		}
-		need += gnn.Footprint(mc, sh.NumOwned(), halo, sent, host, cfg.ResidualOn())
+		need += gnn.Footprint(mc, sh.NumOwned(), halo, sent, host, residual)
 		rows += sh.NumOwned()
 	}
 	need *= float64(sharing)
