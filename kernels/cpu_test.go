@@ -222,25 +222,6 @@ func TestSpMMSkewed(t *testing.T) {
 	})
 }
 
-func TestGatherAxpyPortable(t *testing.T) {
-	// The assembly kernel (on amd64) and the Go one must agree bit for bit.
-	rng := newRNG(16)
-	for f := 0; f <= 40; f++ {
-		x := randMat(rng, 50, f)
-		cols := make([]int32, rng.IntN(6))
-		for k := range cols {
-			cols[k] = int32(rng.IntN(50))
-		}
-		for _, vals := range [][]float32{nil, randMat(rng, 1, len(cols)).Data} {
-			y := randMat(rng, 1, f).Data
-			want := slices.Clone(y)
-			gatherAxpyGo(want, x.Data, f, cols, vals, nil)
-			gatherAxpy(y, x.Data, f, cols, vals, cols)
-			bitsEqual(t, "gatherAxpy", y, want)
-		}
-	}
-}
-
 func TestSpMMBadColumn(t *testing.T) {
 	a := NewAdj(2, 3, []int64{0, 1, 2}, []int32{0, 2}, nil)
 	a.Cols = 2 // column 2 is now out of range

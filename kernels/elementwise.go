@@ -104,6 +104,10 @@ func (p *CPU) ReLU(x, y *Mat) {
 func (t *reluTask) do(c int) {
 	lo, hi := span(len(t.x), t.nc, c)
 	x, y := t.x[lo:hi], t.y[lo:hi]
+	if !portable {
+		reluC(x, y[:len(x)])
+		return
+	}
 	for i, v := range x {
 		if v > 0 {
 			y[i] = v
@@ -133,6 +137,10 @@ func (t *reluBackTask) do(c int) {
 	lo, hi := span(len(t.y), t.nc, c)
 	y, dy, dx := t.y[lo:hi], t.dy[lo:hi], t.dx[lo:hi]
 	dy, dx = dy[:len(y)], dx[:len(y)]
+	if !portable {
+		reluBackwardC(y, dy, dx)
+		return
+	}
 	for i, v := range y {
 		if v > 0 {
 			dx[i] = dy[i]

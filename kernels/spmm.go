@@ -104,44 +104,29 @@ func splitByWeight(buf []int, ptr []int64, nc int) []int {
 	return buf
 }
 
-// spmmPrefetch is how many nonzeros ahead gatherAxpy prefetches source
-// rows: random rows miss cache and TLB, and prefetching hides that latency.
-const spmmPrefetch = 8
-
 func (t *spmmTask) do(c int) {
-	if t.rows != nil {
-		t.doRows(c)
-		return
-	}
 	a := t.a
 	lo, hi := t.bounds[c], t.bounds[c+1]
-	base, end := a.Ptr[lo], a.Ptr[hi]
-	cols := a.Col[base:end]
-	var vals []float32
-	if a.Val != nil {
-		vals = a.Val[base:end]
-	}
-	t.checkCols(cols)
-	n := int64(len(cols))
-	for i := lo; i < hi; i++ {
-		k0, k1 := a.Ptr[i]-base, a.Ptr[i+1]-base
-		t.row(i, cols, vals, k0, k1, cols[min(k0+spmmPrefetch, n):min(k1+spmmPrefetch, n)])
-	}
-}
-
-// doRows is do over the listed rows: a row's entries are not followed by
-// the next listed row's, so the prefetch stays within the row.
-func (t *spmmTask) doRows(c int) {
-	a := t.a
-	for _, i := range t.rows[t.bounds[c]:t.bounds[c+1]] {
-		k0, k1 := a.Ptr[i], a.Ptr[i+1]
-		cols := a.Col[k0:k1]
-		t.checkCols(cols)
-		var vals []float32
-		if a.Val != nil {
-			vals = a.Val[k0:k1]
+	if t.rows != nil {
+		for _, i := range t.rows[lo:hi] {
+			t.checkCols(a.Col[a.Ptr[i]:a.Ptr[i+1]])
 		}
-		t.row(int(i), cols, vals, 0, k1-k0, cols[min(spmmPrefetch, k1-k0):])
+	} else {
+		t.checkCols(a.Col[a.Ptr[lo]:a.Ptr[hi]])
+	}
+	if t.x.Cols == 0 || lo == hi {
+		return
+	}
+	if !portable {
+		spmmC(a, t.x, t.y, t.rows, lo, hi, t.acc)
+		return
+	}
+	for r := lo; r < hi; r++ {
+		i := r
+		if t.rows != nil {
+			i = int(t.rows[r])
+		}
+		t.row(i)
 	}
 }
 
@@ -154,26 +139,24 @@ func (t *spmmTask) checkCols(cols []int32) {
 	}
 }
 
-// row computes output row i from its entries cols[k0:k1] (weights vals,
-// nil for ones).
-func (t *spmmTask) row(i int, cols []int32, vals []float32, k0, k1 int64, prefetch []int32) {
-	f := t.x.Cols
+// row computes output row i in Go, the twin of simd.c's loop.
+func (t *spmmTask) row(i int) {
+	a, f := t.a, t.x.Cols
 	yi := t.y.Data[i*f : i*f+f]
 	if !t.acc {
 		clear(yi)
 	}
-	if k0 == k1 || f == 0 {
-		return
-	}
+	k0, k1 := a.Ptr[i], a.Ptr[i+1]
 	var v []float32
-	if vals != nil {
-		v = vals[k0:k1]
+	if a.Val != nil {
+		v = a.Val[k0:k1]
 	}
-	gatherAxpy(yi, t.x.Data, f, cols[k0:k1], v, prefetch)
+	gatherAxpyGo(yi, t.x.Data, f, a.Col[k0:k1], v)
 }
 
-// gatherAxpyGo is the portable gatherAxpy (without prefetching).
-func gatherAxpyGo(y, x []float32, f int, cols []int32, vals []float32, _ []int32) {
+// gatherAxpyGo computes, for each k in order, y += vals[k] * (row cols[k]
+// of x, f wide), with vals == nil meaning 1.
+func gatherAxpyGo(y, x []float32, f int, cols []int32, vals []float32) {
 	for k, j := range cols {
 		src := x[int(j)*f : int(j)*f+f]
 		if vals == nil {

@@ -193,8 +193,8 @@ func (j *job) newReporter(info *Info, ck *checkpointer) (*reporter, error) {
 			}
 		}
 	}
-	info.Device = fmt.Sprintf("cpu (threads per rank: %d), gemm %s, codecs %s",
-		j.spec.ThreadsPerRank(j.spec.Ranks), kernels.GemmInfo(), codec.FastPath())
+	info.Device = fmt.Sprintf("cpu (threads per rank: %d), gemm %s, aggregation %s, codecs %s",
+		j.spec.ThreadsPerRank(j.spec.Ranks), kernels.GemmInfo(), kernels.SIMD(), codec.FastPath())
 	if j.spec.Device == "cuda" {
 		info.Device = "cuda (CUDA kernels, cuBLAS; one GPU per rank)"
 	}

@@ -1,0 +1,152 @@
+// The CPU device's memory-bound loops in C: the aggregation's row sums and
+// the ReLU pair. Each is written once over GCC vector types and compiled
+// twice, for AVX2 and for the baseline ISA, chosen at run time. Every value
+// gets the operations of its Go twin (spmm.go, elementwise.go) in the same
+// order, a rounded product then a rounded sum, so the bits are the same
+// (neither target has FMA, so no product is fused into its sum), but for
+// the payload of a NaN: where both terms of a sum are NaN, which one's
+// payload survives depends on the operand order the compiler chose.
+#include <stdint.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define AVX2 __attribute__((target("avx2")))
+
+typedef float v8 __attribute__((vector_size(32)));
+
+// Unaligned 8-float loads and stores (macros: a function passing v8 by
+// value would change the baseline ABI).
+typedef float v8u __attribute__((vector_size(32), aligned(4)));
+#define load8(p) ((v8) * (const v8u*)(p))
+#define store8(p, v) (*(v8u*)(p) = (v))
+
+// How many nonzeros ahead a source row is prefetched: random rows miss
+// cache and TLB, and prefetching hides that latency.
+enum { PREFETCH = 8 };
+
+INLINE void prefetch_row(const float* r, int64_t f) {
+    for (int64_t b = 0; b < f; b += 16) __builtin_prefetch(r + b);
+}
+
+// One output row, y_i (+)= sum over k in [k0, k1) of val[k] * x row col[k]
+// (val NULL: weight 1, no product), in the order of k. Columns go in blocks
+// of 64 whose sums stay in registers across the row's nonzeros; the block
+// pass that comes first prefetches the source rows of the nonzeros up to
+// pf_end, PREFETCH ahead.
+INLINE void spmm_row(float* restrict yi, const float* restrict x, int64_t f, const int32_t* col, const float* val,
+                     int64_t k0, int64_t k1, int64_t pf_end, int acc) {
+    const v8 zero = {0};
+    int64_t c = 0;
+    for (; c + 64 <= f; c += 64) {
+        v8 s0 = zero, s1 = zero, s2 = zero, s3 = zero, s4 = zero, s5 = zero, s6 = zero, s7 = zero;
+        if (acc) {
+            s0 = load8(yi + c), s1 = load8(yi + c + 8), s2 = load8(yi + c + 16), s3 = load8(yi + c + 24);
+            s4 = load8(yi + c + 32), s5 = load8(yi + c + 40), s6 = load8(yi + c + 48), s7 = load8(yi + c + 56);
+        }
+        for (int64_t k = k0; k < k1; k++) {
+            if (c == 0 && k + PREFETCH < pf_end) prefetch_row(x + (int64_t)col[k + PREFETCH] * f, f);
+            const float* xs = x + (int64_t)col[k] * f + c;
+            v8 x0 = load8(xs), x1 = load8(xs + 8), x2 = load8(xs + 16), x3 = load8(xs + 24);
+            v8 x4 = load8(xs + 32), x5 = load8(xs + 40), x6 = load8(xs + 48), x7 = load8(xs + 56);
+            if (val) {
+                v8 a = zero + val[k];
+                x0 *= a, x1 *= a, x2 *= a, x3 *= a, x4 *= a, x5 *= a, x6 *= a, x7 *= a;
+            }
+            s0 += x0, s1 += x1, s2 += x2, s3 += x3, s4 += x4, s5 += x5, s6 += x6, s7 += x7;
+        }
+        store8(yi + c, s0), store8(yi + c + 8, s1), store8(yi + c + 16, s2), store8(yi + c + 24, s3);
+        store8(yi + c + 32, s4), store8(yi + c + 40, s5), store8(yi + c + 48, s6), store8(yi + c + 56, s7);
+    }
+    for (; c + 8 <= f; c += 8) {
+        v8 s = acc ? load8(yi + c) : zero;
+        for (int64_t k = k0; k < k1; k++) {
+            if (c == 0 && k + PREFETCH < pf_end) prefetch_row(x + (int64_t)col[k + PREFETCH] * f, f);
+            v8 xv = load8(x + (int64_t)col[k] * f + c);
+            if (val) xv *= zero + val[k];
+            s += xv;
+        }
+        store8(yi + c, s);
+    }
+    for (; c < f; c++) {
+        float s = acc ? yi[c] : 0;
+        for (int64_t k = k0; k < k1; k++) {
+            float xv = x[(int64_t)col[k] * f + c];
+            if (val) xv *= val[k];
+            s += xv;
+        }
+        yi[c] = s;
+    }
+}
+
+// Rows rows[lo:hi] of y = A x (+= when acc), or rows lo..hi-1 when rows is
+// NULL; A is the CSR ptr, col, val (val NULL: all ones). Contiguous rows
+// prefetch across row ends up to the chunk's last nonzero, listed rows
+// within each row.
+INLINE void spmm_body(float* y, const float* x, int64_t f, const int64_t* ptr, const int32_t* col, const float* val,
+                      const int32_t* rows, int64_t lo, int64_t hi, int acc) {
+    int64_t chunk_end = rows ? 0 : ptr[hi];
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t i = rows ? rows[r] : r;
+        int64_t k0 = ptr[i], k1 = ptr[i + 1];
+        spmm_row(y + i * f, x, f, col, val, k0, k1, rows ? k1 : chunk_end, acc);
+    }
+}
+
+AVX2 static void spmm_avx2(float* y, const float* x, int64_t f, const int64_t* ptr, const int32_t* col,
+                           const float* val, const int32_t* rows, int64_t lo, int64_t hi, int acc) {
+    spmm_body(y, x, f, ptr, col, val, rows, lo, hi, acc);
+}
+
+static void spmm_base(float* y, const float* x, int64_t f, const int64_t* ptr, const int32_t* col, const float* val,
+                      const int32_t* rows, int64_t lo, int64_t hi, int acc) {
+    spmm_body(y, x, f, ptr, col, val, rows, lo, hi, acc);
+}
+
+// x86's vector width is decided once; other targets take the baseline.
+static int have_avx2(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+#else
+    return 0;
+#endif
+}
+
+int gnn_kernels_simd(void) { return have_avx2(); }
+
+void gnn_spmm(int avx2, float* y, const float* x, int64_t f, const int64_t* ptr, const int32_t* col, const float* val,
+              const int32_t* rows, int64_t lo, int64_t hi, int acc) {
+    if (avx2)
+        spmm_avx2(y, x, f, ptr, col, val, rows, lo, hi, acc);
+    else
+        spmm_base(y, x, f, ptr, col, val, rows, lo, hi, acc);
+}
+
+// y = x > 0 ? x : 0, decided by the comparison (NaN and -0 give +0), without
+// branches; y may be x.
+INLINE void relu_body(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
+}
+
+// dx = y > 0 ? dy : 0; dx may be dy.
+INLINE void relu_back_body(const float* y, const float* dy, float* dx, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dx[i] = y[i] > 0 ? dy[i] : 0.0f;
+}
+
+AVX2 static void relu_avx2(const float* x, float* y, int64_t n) { relu_body(x, y, n); }
+static void relu_base(const float* x, float* y, int64_t n) { relu_body(x, y, n); }
+AVX2 static void relu_back_avx2(const float* y, const float* dy, float* dx, int64_t n) { relu_back_body(y, dy, dx, n); }
+static void relu_back_base(const float* y, const float* dy, float* dx, int64_t n) { relu_back_body(y, dy, dx, n); }
+
+void gnn_relu(int avx2, const float* x, float* y, int64_t n) {
+    if (avx2)
+        relu_avx2(x, y, n);
+    else
+        relu_base(x, y, n);
+}
+
+void gnn_relu_backward(int avx2, const float* y, const float* dy, float* dx, int64_t n) {
+    if (avx2)
+        relu_back_avx2(y, dy, dx, n);
+    else
+        relu_back_base(y, dy, dx, n);
+}

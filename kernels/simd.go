@@ -1,0 +1,65 @@
+package kernels
+
+// The C loops of simd.c: the aggregation's row sums and the ReLU pair, for
+// AVX2 where the CPU has it, else for the baseline ISA.
+
+/*
+#cgo CFLAGS: -O3 -std=c11
+#include <stdint.h>
+int gnn_kernels_simd(void);
+void gnn_spmm(int avx2, float* y, const float* x, int64_t f, const int64_t* ptr, const int32_t* col, const float* val,
+              const int32_t* rows, int64_t lo, int64_t hi, int acc);
+void gnn_relu(int avx2, const float* x, float* y, int64_t n);
+void gnn_relu_backward(int avx2, const float* y, const float* dy, float* dx, int64_t n);
+*/
+import "C"
+
+import "unsafe"
+
+// avx2 is whether the AVX2 variants run.
+var avx2 = C.gnn_kernels_simd() != 0
+
+// SIMD names the vector width of the C loops, for the run's header.
+func SIMD() string {
+	if avx2 {
+		return "avx2"
+	}
+	return "baseline"
+}
+
+// portable is whether the Go twins run instead of the C loops (tests set it).
+var portable = false
+
+func cBool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func f32p(s []float32) *C.float {
+	if len(s) == 0 {
+		return nil
+	}
+	return (*C.float)(unsafe.Pointer(&s[0]))
+}
+
+// spmmC computes rows [lo, hi) of y = A x (+= when acc), or rows
+// rows[lo:hi] when rows is not nil; the columns are checked by the caller.
+func spmmC(a *Adj, x, y *Mat, rows []int32, lo, hi int, acc bool) {
+	var rp *C.int32_t
+	if rows != nil {
+		rp = (*C.int32_t)(unsafe.Pointer(&rows[0]))
+	}
+	C.gnn_spmm(cBool(avx2), f32p(y.Data), f32p(x.Data), C.int64_t(x.Cols),
+		(*C.int64_t)(unsafe.Pointer(&a.Ptr[0])), (*C.int32_t)(unsafe.Pointer(unsafe.SliceData(a.Col))), f32p(a.Val),
+		rp, C.int64_t(lo), C.int64_t(hi), cBool(acc))
+}
+
+func reluC(x, y []float32) {
+	C.gnn_relu(cBool(avx2), f32p(x), f32p(y), C.int64_t(len(x)))
+}
+
+func reluBackwardC(y, dy, dx []float32) {
+	C.gnn_relu_backward(cBool(avx2), f32p(y), f32p(dy), f32p(dx), C.int64_t(len(y)))
+}

@@ -1,0 +1,110 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// specialMat is randMat with a sprinkling of the values whose bits are easy
+// to get wrong: NaN, infinities, signed zeros, subnormals.
+func specialMat(rng *rand.Rand, rows, cols int) *Mat {
+	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0,
+		float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32, 1e-39, -1e-39}
+	m := randMat(rng, rows, cols)
+	for i := range m.Data {
+		if rng.IntN(8) == 0 {
+			m.Data[i] = special[rng.IntN(len(special))]
+		}
+	}
+	return m
+}
+
+// sameBits is bitsEqual but for NaN payloads (simd.c says why they differ).
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+			t.Fatalf("%s: [%d] = %v (%#x), want %v (%#x)", what, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+		}
+	}
+}
+
+// simdVariants runs f with the C loops for AVX2 (where the CPU has it) and
+// for the baseline ISA.
+func simdVariants(t *testing.T, f func(t *testing.T)) {
+	have := avx2
+	defer func() { avx2 = have }()
+	for _, v := range []bool{true, false} {
+		if v && !have {
+			continue
+		}
+		avx2 = v
+		t.Run(fmt.Sprintf("avx2=%v", v), f)
+	}
+}
+
+// goTwin runs f with the Go loops instead of the C ones.
+func goTwin(f func()) {
+	portable = true
+	defer func() { portable = false }()
+	f()
+}
+
+func TestSIMDSpMMEqualsGo(t *testing.T) {
+	rng := newRNG(31)
+	simdVariants(t, func(t *testing.T) {
+		p := NewCPU(2)
+		defer p.Close()
+		for _, f := range []int{0, 1, 7, 8, 9, 63, 64, 65, 72, 127, 128, 136, 200, 257} {
+			for _, weighted := range []bool{false, true} {
+				a := randAdj(rng, 90, 40, 6, weighted)
+				if weighted {
+					for k := range a.Val {
+						if rng.IntN(6) == 0 {
+							a.Val[k] = specialMat(rng, 1, 1).Data[0]
+						}
+					}
+				}
+				x := specialMat(rng, 40, f)
+				var rows []int32
+				for i := 0; i < a.Rows; i++ {
+					if rng.IntN(3) == 0 {
+						rows = append(rows, int32(i))
+					}
+				}
+				s := NewRowSet(a, rows)
+				for _, acc := range []bool{false, true} {
+					y0 := specialMat(rng, a.Rows, f)
+					got, want := copyMat(y0), copyMat(y0)
+					p.SpMM(a, x, got, acc)
+					goTwin(func() { p.SpMM(a, x, want, acc) })
+					sameBits(t, fmt.Sprintf("SpMM F=%d weighted=%v acc=%v", f, weighted, acc), got.Data, want.Data)
+					got, want = copyMat(y0), copyMat(y0)
+					p.SpMMRows(a, s, x, got, acc)
+					goTwin(func() { p.SpMMRows(a, s, x, want, acc) })
+					sameBits(t, fmt.Sprintf("SpMMRows F=%d weighted=%v acc=%v", f, weighted, acc), got.Data, want.Data)
+				}
+			}
+		}
+	})
+}
+
+func TestSIMDReLUEqualsGo(t *testing.T) {
+	rng := newRNG(32)
+	simdVariants(t, func(t *testing.T) {
+		p := NewCPU(2)
+		defer p.Close()
+		for _, n := range []int{0, 1, 7, 8, 9, 31, 33, 1000, 40000} {
+			x, dy := specialMat(rng, 1, n), specialMat(rng, 1, n)
+			got, want := NewMat(1, n), NewMat(1, n)
+			p.ReLU(x, got)
+			goTwin(func() { p.ReLU(x, want) })
+			bitsEqual(t, fmt.Sprintf("ReLU n=%d", n), got.Data, want.Data)
+			p.ReLUBackward(x, dy, got)
+			goTwin(func() { p.ReLUBackward(x, dy, want) })
+			bitsEqual(t, fmt.Sprintf("ReLUBackward n=%d", n), got.Data, want.Data)
+		}
+	})
+}
