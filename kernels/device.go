@@ -23,9 +23,12 @@ type Bytes struct {
 	Len int
 }
 
-// NewMat allocates a zeroed rows x cols matrix in host memory.
+// NewMat allocates a zeroed rows x cols matrix in host memory (large ones
+// on huge pages where the OS allows it).
 func NewMat(rows, cols int) *Mat {
-	return &Mat{Rows: rows, Cols: cols, Data: make([]float32, rows*cols)}
+	m := &Mat{Rows: rows, Cols: cols, Data: make([]float32, rows*cols)}
+	adviseHuge(m.Data)
+	return m
 }
 
 // Row returns row i of a host matrix as a slice aliasing m.Data.

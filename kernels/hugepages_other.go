@@ -1,0 +1,5 @@
+//go:build !linux
+
+package kernels
+
+func adviseHuge([]float32) {}
