@@ -45,11 +45,12 @@ func runSingle(t *testing.T, ds *data.Dataset, split string, mc ModelConfig, epo
 // set, every rank compresses its halo exchanges with a policy of its own.
 func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() CompressConfig) []metrics.Epoch {
 	t.Helper()
-	return runRanksWith(t, ds, split, parts, q, mc, epochs, compress, false)
+	return runRanksWith(t, ds, split, parts, q, mc, epochs, compress, false, OrderNone)
 }
 
-// runRanksWith is runRanks with the models' Overlap set as given.
-func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() CompressConfig, overlap bool) []metrics.Epoch {
+// runRanksWith is runRanks with the models' Overlap set as given and every
+// rank's rows in the given order.
+func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() CompressConfig, overlap bool, order string) []metrics.Epoch {
 	t.Helper()
 	shards, err := partition.BuildShards(ds, split, parts, q)
 	if err != nil {
@@ -59,6 +60,9 @@ func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q
 	trainers := make([]*Trainer, q)
 	for r := range shards {
 		local, err := FromShard(shards[r], mc.Model)
+		if err == nil {
+			local, err = local.Reorder(order)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

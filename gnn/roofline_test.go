@@ -1,6 +1,7 @@
 package gnn
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"runtime"
@@ -23,10 +24,14 @@ import (
 // input read once, each output written once; kernels.PhaseTimer) at the
 // all-core copy bandwidth. GNN_SPMD_BENCH_DATA names the dataset (.h5),
 // else a 100k-node graph is generated; GNN_SPMD_ROOFLINE_OUT, if set, is
-// where the table goes (Markdown).
+// where the table goes (Markdown); GNN_SPMD_ROOFLINE_ORDER, the row order
+// (View.Reorder; default none).
 func BenchmarkEpochRoofline(b *testing.B) {
 	ds := rooflineData(b)
 	view, err := SingleProcess(ds, ds.SplitNames()[0], "sage")
+	if err == nil {
+		view, err = view.Reorder(cmp.Or(os.Getenv("GNN_SPMD_ROOFLINE_ORDER"), OrderNone))
+	}
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -70,6 +70,7 @@ done
 # 100k, 1M and 2.5M nodes; the ratio is taken in the same run.
 THREADS=$(nproc)
 refrows=""
+sizes=""
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   echo "bench: installing Debian's python3-torch for the reference"
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -85,6 +86,7 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     if line=$(GNN_SPMD="$work/gnn-spmd" bench/reference/epoch.sh "$g" "$THREADS" "$e" 2>"$work/ref-$n.err"); then
       read -r _ o _ t _ r _ _ _ ro _ rt <<<"$line"
       refrows+="| $n | $o | $t | $r | $ro | $rt |"$'\n'
+      sizes+="nodes $n $o $ro"$'\n'
     else
       refrows+="| $n | failed: $(tail -n1 "$work/ref-$n.err" | cut -c1-80) | | | | |"$'\n'
     fi
@@ -104,7 +106,13 @@ x=[r for r in e if "epoch" in r and r["epoch"]>0]
 m=lambda k: st.median(r[k] for r in x)
 b=m("bytes_fwd")+m("bytes_bwd"); h=m("halo_seconds")
 print("%.3f %.3f %.3f %.3f %.1f %s" % (m("epoch_seconds"), m("compute_seconds"), m("comm_seconds"), h, b/2**20, ("%.2f" % (b/h/1e9)) if h>0 else "-"))' "$1"; }
+# the largest rank's peak RSS in MiB (one process: its own)
+rank_rss() { python3 -c '
+import json,sys
+s=[json.loads(l) for l in open(sys.argv[1]) if "summary" in l][-1]
+print(max(s.get("rank_rss_mb") or [s.get("max_rss_mb", 0)]))' "$1"; }
 drows=""
+ranks=""
 for q in 1 2 4; do
   echo "bench: distributed, Q=$q"
   parts="$work/parts-${DNODES}-$q"
@@ -114,7 +122,52 @@ for q in 1 2 4; do
     --metrics "$work/dist-$q.jsonl" >/dev/null
   read -r ep comp com halo mib bw < <(split_stats "$work/dist-$q.jsonl")
   drows+="| $q | $ptime | $ep | $comp | $com | $halo | $mib | $bw |"$'\n'
+  ranks+="ranks $q $ep $(rank_rss "$work/dist-$q.jsonl")"$'\n'
+  [ "$q" = 2 ] && two_ranks=$ep
 done
+
+# Threads inside one process against as many single-threaded ranks, on the
+# same graph and model: one process with --threads 1 and --threads 2, and
+# the Q = 2 run above.
+trows=""
+for t in 1 2; do
+  echo "bench: one process, $t threads, $DNODES nodes"
+  "$work/gnn-spmd" train --data "$ddata" --ranks 1 --threads "$t" --layers 3 --hidden 256 --epochs "$EPOCHS" --quiet \
+    --metrics "$work/threads-$t.jsonl" >/dev/null
+  read -r med _ < <(median_epoch "$work/threads-$t.jsonl")
+  trows+="| one process, $t thread$([ "$t" = 1 ] || echo s) | $med |"$'\n'
+  [ "$t" = 2 ] && two_threads=$med
+done
+trows+="| 2 ranks of 1 thread (mpirun, METIS) | $two_ranks |"$'\n'
+thread_ratio=$(python3 -c "print('%.2f' % ($two_threads / $two_ranks))")
+
+# Cost against width: the benchmark graph and model at hidden 64 and 512
+# (256 is the training run above), one process.
+widths=""
+for h in 64 256 512; do
+  if [ "$h" = 256 ]; then
+    jl="$work/train-openblas.jsonl"
+  else
+    echo "bench: 3-layer GraphSAGE-$h, $NODES nodes, 3 epochs"
+    jl="$work/width-$h.jsonl"
+    "${openblas[@]}" train --data "$data" --model sage --layers 3 --hidden "$h" --epochs 3 --quiet --metrics "$jl" >/dev/null
+  fi
+  read -r med rss < <(median_epoch "$jl")
+  widths+="width $h $med $rss"$'\n'
+done
+printf "# axis value epoch_seconds peak_mib\n%s%s%s" "$sizes" "$widths" "$ranks" >"$work/growth.tsv"
+go build -o "$work/gnn-results" ./cmd/gnn-results
+"$work/gnn-results" growth --out docs/figures/growth "$work/growth.tsv" >/dev/null
+growth_table=$(python3 - "$work/growth.tsv" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]
+first = {}
+for axis, v, s, m in rows:
+    v, s, m = float(v), float(s), float(m)
+    f = first.setdefault(axis, (v, s, m))
+    print("| %s | %g | %.3f | %.0f | %.2fx | %.2fx | %.2fx |" % (axis, v, s, m, v / f[0], s / f[1], m / f[2]))
+PY
+)
 go build -o "$work/gnn-mpibench" ./cmd/gnn-mpibench
 a2a2=$(mpirun -np 2 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || true)
 a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || true)
@@ -166,12 +219,34 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   printf "%s" "$drows"
   echo
+  echo "### Threads in one process against single-threaded ranks"
+  echo
+  echo "The same graph and model, one process (\`train --data G.h5 --ranks 1 --threads T\`) against the Q = 2 run above;"
+  echo "median epoch seconds over epochs 1..$((EPOCHS-1)). One process with 2 threads takes ${thread_ratio}x the time of 2 ranks of 1 thread."
+  echo
+  echo "| run | epoch s |"
+  echo "| --- | ---: |"
+  printf "%s" "$trows"
+  echo
   echo "The transport's own limit, a plain MPI_Alltoallv of B bytes per peer (S = Q*B per rank; algbw counts all ranks' bytes,"
   echo "offbw only those that cross processes), \`mpirun -np Q bin/gnn-mpibench\`:"
   echo
   echo '```'
   echo "Q=2"; echo "$a2a2"; echo "Q=4"; echo "$a2a4"
   echo '```'
+  echo
+  echo "## How cost grows"
+  echo
+  echo "Epoch time (median over the epochs after the first) and peak RSS against the graph's size (the reference comparison's"
+  echo "runs of ours), the model's width (3-layer GraphSAGE on the $NODES-node benchmark graph) and the number of ranks (the"
+  echo "distributed runs above: all ranks share this machine's $(nproc) cores, so the same work is split, not added; memory is the"
+  echo "largest rank's). Factors are against each axis's first row; docs/figures/growth.png plots them against linear growth."
+  echo
+  echo "| axis | value | epoch s | peak RSS MiB | value factor | time factor | memory factor |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+  echo "$growth_table"
+  echo
+  echo "![cost against size](figures/growth.png)"
   echo
   echo "## Halo codecs (one core)"
   echo

@@ -14,6 +14,7 @@ const program = "gnn-results"
 var commands = []cli.Command{
 	{Name: "plot", Summary: "plot accuracy against bytes and epochs, and rates, from metrics files", Run: runPlot},
 	{Name: "compare", Summary: "print accuracy and halo bytes of finished runs against the first", Run: runCompare},
+	{Name: "growth", Summary: "plot epoch time and peak memory against graph size, width and ranks from a sweep file", Run: runGrowth},
 	{Name: "report", Summary: "write the Markdown results report (tables, claims, figures) of a results directory", Run: runReport},
 }
 

@@ -49,6 +49,7 @@ func (s *Spec) settings(worldSize int) []setting {
 		{Name: "--resume", Value: given(s.Resume)},
 		{Name: "--device", Value: s.Device},
 		{Name: "--overlap", Value: strconv.FormatBool(s.Overlap)},
+		{Name: "--reorder", Value: s.Reorder},
 		{Name: "--add-inverse", Value: strconv.FormatBool(s.Build.AddInverse)},
 		{Name: "--self-loops", Value: strconv.FormatBool(s.Build.AddSelfLoops)},
 	}

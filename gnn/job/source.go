@@ -100,16 +100,23 @@ func (src *source) identify(s *Spec) {
 }
 
 // view turns rank r's shard into its model view, dropping the cut edges
-// first for --no-comm.
+// first for --no-comm, with its rows in the --reorder order.
 func (j *job) view(src *source, r int) (*gnn.View, *partition.Shard, error) {
 	if src.single != nil {
-		return src.single, nil, nil
+		v, err := src.single.Reorder(j.spec.Reorder)
+		if err != nil {
+			return nil, nil, specErrorf("train: %v", err)
+		}
+		return v, nil, nil
 	}
 	sh := src.shards[r]
 	if j.spec.NoComm {
 		sh = sh.NoComm()
 	}
 	v, err := gnn.FromShard(sh, j.spec.Run.Model)
+	if err == nil {
+		v, err = v.Reorder(j.spec.Reorder)
+	}
 	if err != nil {
 		return nil, nil, specErrorf("train: %v", err)
 	}

@@ -43,6 +43,7 @@ type Spec struct {
 	GPU         int    // the GPU of every rank of this process; -1: node-local rank modulo the visible GPUs
 	Threads     int    // CPU threads for kernels, shared by the ranks of this process (0 = all)
 	Overlap     bool   // compute what needs no halo row while the exchanges are in flight
+	Reorder     string // order of every rank's owned rows: gnn.OrderNone or gnn.OrderRCM
 	CommTimeout time.Duration
 
 	// What the run writes.
@@ -59,7 +60,7 @@ type Spec struct {
 // communication timeout.
 func DefaultSpec() Spec {
 	return Spec{Run: gnn.DefaultConfig(), Partition: partition.MethodRandom, Ranks: 1, Comm: "auto", Device: DefaultDevice,
-		GPU: -1, Overlap: true, CommTimeout: 5 * time.Minute, CheckpointEvery: 10, Keep: 1}
+		GPU: -1, Overlap: true, Reorder: gnn.OrderNone, CommTimeout: 5 * time.Minute, CheckpointEvery: 10, Keep: 1}
 }
 
 // SpecError is a spec that cannot run: a usage error.
@@ -92,6 +93,8 @@ func (s *Spec) Validate() error {
 		return specErrorf("train: --gpu: got %d, expected a GPU ordinal >= 0", s.GPU)
 	case s.GPU >= 0 && s.Device != "cuda":
 		return specErrorf("train: --gpu applies to --device cuda")
+	case s.Reorder != gnn.OrderNone && s.Reorder != gnn.OrderRCM:
+		return specErrorf("train: --reorder: got %q, expected %s or %s", s.Reorder, gnn.OrderNone, gnn.OrderRCM)
 	case s.Partition != partition.MethodRandom && s.Partition != partition.MethodMETIS:
 		return specErrorf("train: --partition: got %q, expected random or metis", s.Partition)
 	case s.Parts != "" && s.Normalize:

@@ -1,0 +1,174 @@
+package gnn
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gnn-spmd/gnn-spmd/comm/halo"
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+)
+
+// Permute returns v with its owned rows in the given order: row i of the
+// result is row order[i] of v. Halo rows keep their places, the split lists
+// stay ascending, and GlobalIDs follow the rows, so dropout masks and every
+// metric are those of v up to the order of floating-point sums over rows.
+func (v *View) Permute(order []int32) (*View, error) {
+	own := v.NumOwned
+	if len(order) != own {
+		return nil, fmt.Errorf("permutation of %d rows for a view of %d owned rows", len(order), own)
+	}
+	inv := make([]int32, own)
+	for i := range inv {
+		inv[i] = -1
+	}
+	for i, r := range order {
+		if r < 0 || int(r) >= own || inv[r] >= 0 {
+			return nil, fmt.Errorf("permutation: entry %d is row %d, expected each row of [0, %d) once", i, r, own)
+		}
+		inv[r] = int32(i)
+	}
+	mapRow := func(r int32) int32 {
+		if int(r) < own {
+			return inv[r]
+		}
+		return r
+	}
+	a := v.Adj
+	ptr := make([]int64, own+1)
+	for i, r := range order {
+		ptr[i+1] = ptr[i] + a.Ptr[r+1] - a.Ptr[r]
+	}
+	col := make([]int32, ptr[own])
+	var val []float32
+	if a.Val != nil {
+		val = make([]float32, ptr[own])
+	}
+	f := v.Input.Cols
+	input := kernels.NewMat(v.Input.Rows, f)
+	copy(input.Data[own*f:], v.Input.Data[own*f:])
+	for i, r := range order {
+		src := a.Col[a.Ptr[r]:a.Ptr[r+1]]
+		dst := col[ptr[i]:ptr[i+1]]
+		for k, c := range src {
+			dst[k] = mapRow(c)
+		}
+		if val != nil {
+			copy(val[ptr[i]:ptr[i+1]], a.Val[a.Ptr[r]:a.Ptr[r+1]])
+		}
+		copy(input.Data[i*f:(i+1)*f], v.Input.Data[int(r)*f:int(r+1)*f])
+	}
+	send := make([][]int32, len(v.Plan.Send))
+	for p, rows := range v.Plan.Send {
+		send[p] = make([]int32, len(rows))
+		for k, r := range rows {
+			send[p][k] = inv[r]
+		}
+	}
+	plan, err := halo.NewPlan(v.Plan.Rank, own, send, v.Plan.RecvStart)
+	if err != nil {
+		return nil, err
+	}
+	rows := func(s []int32) []int32 {
+		out := make([]int32, len(s))
+		for k, r := range s {
+			out[k] = inv[r]
+		}
+		slices.Sort(out)
+		return out
+	}
+	labels, ids := make([]int32, own), make([]int32, own)
+	for i, r := range order {
+		labels[i], ids[i] = v.Labels[r], v.GlobalIDs[r]
+	}
+	w := *v
+	w.Plan, w.Input, w.Labels, w.GlobalIDs = plan, input, labels, ids
+	w.Adj = kernels.NewAdj(own, a.Cols, ptr, col, val)
+	w.Train, w.Valid, w.Test = rows(v.Train), rows(v.Valid), rows(v.Test)
+	return &w, nil
+}
+
+// Orderings for Reorder.
+const (
+	OrderNone = "none" // the rows as the data give them
+	OrderRCM  = "rcm"  // reverse Cuthill-McKee over the owned rows
+)
+
+// Reorder returns v with its owned rows in the named order (OrderNone
+// returns v itself).
+func (v *View) Reorder(order string) (*View, error) {
+	switch order {
+	case OrderNone:
+		return v, nil
+	case OrderRCM:
+		return v.Permute(RCM(v.Adj, v.NumOwned))
+	}
+	return nil, fmt.Errorf("order %q: expected %s or %s", order, OrderNone, OrderRCM)
+}
+
+// RCM returns the reverse Cuthill-McKee order of the first n rows of a
+// (columns below n; the others are halo rows and ignored): a breadth-first
+// walk that visits each node's unvisited neighbours in order of degree,
+// started in every component at its unvisited node of least degree, and
+// reversed. Neighbours then sit near each other in id, so the rows an
+// aggregation gathers for one output row are near the rows gathered for
+// the next, and more of them are in cache. Ties go to the lower id, so the
+// order depends on the graph alone.
+func RCM(a *kernels.Adj, n int) []int32 {
+	deg := make([]int32, n)
+	for i := range deg {
+		for _, c := range a.Col[a.Ptr[i]:a.Ptr[i+1]] {
+			if int(c) < n && int(c) != i {
+				deg[i]++
+			}
+		}
+	}
+	// Start candidates by ascending degree (a counting sort, stable in id).
+	maxDeg := int32(0)
+	for _, d := range deg {
+		maxDeg = max(maxDeg, d)
+	}
+	start := make([]int32, maxDeg+2)
+	for _, d := range deg {
+		start[d+1]++
+	}
+	for d := 1; d < len(start); d++ {
+		start[d] += start[d-1]
+	}
+	byDeg := make([]int32, n)
+	for i, d := range deg {
+		byDeg[start[d]] = int32(i)
+		start[d]++
+	}
+	seen := make([]bool, n)
+	order := make([]int32, 0, n)
+	for _, s := range byDeg {
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		order = append(order, s)
+		for head := len(order) - 1; head < len(order); head++ {
+			u := order[head]
+			first := len(order)
+			for _, c := range a.Col[a.Ptr[u]:a.Ptr[u+1]] {
+				if int(c) < n && !seen[c] {
+					seen[c] = true
+					order = append(order, c)
+				}
+			}
+			// Insertion sort of the new neighbours by (degree, id): the
+			// lists are a row's length.
+			nb := order[first:]
+			for i := 1; i < len(nb); i++ {
+				x := nb[i]
+				j := i
+				for ; j > 0 && (deg[nb[j-1]] > deg[x] || deg[nb[j-1]] == deg[x] && nb[j-1] > x); j-- {
+					nb[j] = nb[j-1]
+				}
+				nb[j] = x
+			}
+		}
+	}
+	slices.Reverse(order)
+	return order
+}
