@@ -39,7 +39,7 @@ if [ ! -f "$data" ]; then
 fi
 
 echo "bench: the epoch against this machine's roofline"
-GNN_SPMD_BENCH_DATA="$data" GNN_SPMD_ROOFLINE_OUT="$work/roofline.md" \
+GNN_SPMD_BENCH_DATA="$PWD/$data" GNN_SPMD_ROOFLINE_OUT="$PWD/$work/roofline.md" \
   go test -tags cpu -run '^$' -bench 'EpochRoofline' -benchtime 2x ./gnn >/dev/null
 
 # median epoch time over epochs 1.. (epoch 0 warms caches and the allocator)
