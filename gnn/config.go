@@ -6,27 +6,31 @@ package gnn
 // parameters derive from them), plus the two widths the data decide. A
 // checkpoint stores it (gnn/ckpt) and resumes only a run with an equal one.
 type Config struct {
-	Model          string // sage (GraphSAGE, mean aggregator) or gcn
+	Model          string // sage (GraphSAGE, mean aggregator), gcn or gat
 	Layers, Hidden int
-	InDim, Classes int // from the data
-	Dropout        float64
-	Seed           uint64 // initialisation, dropout and codec draws
-	Epochs         int
-	LR             float64
-	WeightDecay    float64
+	// GAT's heads in hidden layers and in the output layer, and its
+	// coefficient dropout.
+	Heads, OutHeads int
+	AttnDropout     float64
+	InDim, Classes  int // from the data
+	Dropout         float64
+	Seed            uint64 // initialisation, dropout and codec draws
+	Epochs          int
+	LR              float64
+	WeightDecay     float64
 	CompressConfig
 }
 
 // DefaultConfig follows the VARCO authors: 3-layer GraphSAGE-256, Adam
 // with lr 0.01, 300 epochs, no dropout, no compression.
 func DefaultConfig() Config {
-	return Config{Model: "sage", Layers: 3, Hidden: 256, Epochs: 300, LR: 0.01, CompressConfig: DefaultCompressConfig()}
+	return Config{Model: "sage", Layers: 3, Hidden: 256, Heads: 1, OutHeads: 1, Epochs: 300, LR: 0.01, CompressConfig: DefaultCompressConfig()}
 }
 
 // ModelConfig is the architecture c describes.
 func (c *Config) ModelConfig() ModelConfig {
 	return ModelConfig{Model: c.Model, Layers: c.Layers, Hidden: c.Hidden, InDim: c.InDim, Classes: c.Classes,
-		Dropout: float32(c.Dropout), Seed: c.Seed}
+		Dropout: float32(c.Dropout), Seed: c.Seed, Heads: c.Heads, OutHeads: c.OutHeads, AttnDropout: float32(c.AttnDropout)}
 }
 
 // TrainConfig is the optimiser c describes (Adam's betas and epsilon at

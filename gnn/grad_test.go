@@ -72,11 +72,14 @@ func lossAt(t *testing.T, m *Model, grad bool) float64 {
 // (project-first when narrowing, aggregate-first when widening).
 func checkGradients(t *testing.T, model string, layers int, dropout float32) {
 	for _, hidden := range []int{5, 8} {
-		checkGradientsHidden(t, model, layers, hidden, dropout)
+		checkGradientsOf(t, ModelConfig{Model: model, Layers: layers, Hidden: hidden, Dropout: dropout})
 	}
 }
 
-func checkGradientsHidden(t *testing.T, model string, layers, hidden int, dropout float32) {
+// checkGradientsOf checks the gradients of the model mc describes on a
+// random 40-node graph with 6 features and 4 classes.
+func checkGradientsOf(t *testing.T, mc ModelConfig) {
+	model, layers, hidden := mc.Model, mc.Layers, mc.Hidden
 	ds := randomDataset(t, 40, 6, 4, uint64(layers))
 	local, err := SingleProcess(ds, "s", model)
 	if err != nil {
@@ -84,7 +87,8 @@ func checkGradientsHidden(t *testing.T, model string, layers, hidden int, dropou
 	}
 	dev := kernels.NewCPU(2)
 	defer dev.Close()
-	m, err := NewModel(ModelConfig{Model: model, Layers: layers, Hidden: hidden, InDim: 6, Classes: 4, Dropout: dropout, Seed: 3}, local, dev)
+	mc.InDim, mc.Classes, mc.Seed = 6, 4, 3
+	m, err := NewModel(mc, local, dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,3 +163,22 @@ func TestGradientsSAGE3Layers(t *testing.T)        { checkGradients(t, "sage", 3
 func TestGradientsGCN3Layers(t *testing.T)         { checkGradients(t, "gcn", 3, 0) }
 func TestGradientsSAGE3LayersDropout(t *testing.T) { checkGradients(t, "sage", 3, 0.3) }
 func TestGradientsGCN2LayersDropout(t *testing.T)  { checkGradients(t, "gcn", 2, 0.5) }
+
+// GAT: the output layer alone (heads averaged) and a hidden layer before it
+// (heads concatenated, ELU), one head and several, with and without input
+// and coefficient dropout.
+func TestGradientsGATLayer(t *testing.T) {
+	for _, heads := range []int{1, 3} {
+		checkGradientsOf(t, ModelConfig{Model: "gat", Layers: 1, OutHeads: heads})
+	}
+}
+
+func TestGradientsGAT2Layers(t *testing.T) {
+	for _, c := range []struct{ heads, outHeads int }{{1, 1}, {3, 2}} {
+		checkGradientsOf(t, ModelConfig{Model: "gat", Layers: 2, Hidden: 4, Heads: c.heads, OutHeads: c.outHeads})
+	}
+}
+
+func TestGradientsGAT2LayersDropout(t *testing.T) {
+	checkGradientsOf(t, ModelConfig{Model: "gat", Layers: 2, Hidden: 4, Heads: 2, OutHeads: 1, Dropout: 0.3, AttnDropout: 0.4})
+}

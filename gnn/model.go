@@ -12,13 +12,22 @@ import (
 
 // ModelConfig fixes the architecture.
 type ModelConfig struct {
-	Model   string  // "sage" or "gcn"
+	Model   string  // "sage", "gcn" or "gat"
 	Layers  int     // number of message-passing layers, >= 1
-	Hidden  int     // width of every hidden layer
+	Hidden  int     // width of every hidden layer (GAT: of every head)
 	InDim   int     // input feature width
 	Classes int     // output width
 	Dropout float32 // probability, applied to every layer's input while training
 	Seed    uint64  // initialisation and dropout streams
+	// GAT: the heads of the hidden layers (concatenated) and of the output
+	// layer (averaged), and the dropout on the attention coefficients. 0
+	// heads count as 1.
+	Heads, OutHeads int
+	AttnDropout     float32
+	// Recompute: GAT computes the attention coefficients again in the
+	// backward pass instead of keeping every layer's (memory, not results:
+	// the bits are the same).
+	Recompute bool
 }
 
 // Dims returns the input width of every layer followed by the output width.
@@ -27,6 +36,9 @@ func (c ModelConfig) Dims() []int {
 	d[0] = c.InDim
 	for l := 1; l < c.Layers; l++ {
 		d[l] = c.Hidden
+		if c.Model == "gat" {
+			d[l] *= max(1, c.Heads)
+		}
 	}
 	d[c.Layers] = c.Classes
 	return d
@@ -35,8 +47,8 @@ func (c ModelConfig) Dims() []int {
 // Validate checks the architecture, naming the offending setting.
 func (c ModelConfig) Validate() error {
 	switch {
-	case c.Model != "sage" && c.Model != "gcn":
-		return fmt.Errorf("model: got %q, expected sage or gcn", c.Model)
+	case c.Model != "sage" && c.Model != "gcn" && c.Model != "gat":
+		return fmt.Errorf("model: got %q, expected sage, gcn or gat", c.Model)
 	case c.Layers < 1:
 		return fmt.Errorf("layers: got %d, expected at least 1", c.Layers)
 	case c.Layers > 1 && c.Hidden < 1:
@@ -45,6 +57,12 @@ func (c ModelConfig) Validate() error {
 		return fmt.Errorf("model dims: input %d, classes %d, expected both >= 1", c.InDim, c.Classes)
 	case c.Dropout < 0 || c.Dropout >= 1 || math.IsNaN(float64(c.Dropout)):
 		return fmt.Errorf("dropout: got %v, expected a probability in [0, 1)", c.Dropout)
+	case c.Heads < 0 || c.OutHeads < 0:
+		return fmt.Errorf("heads: got %d and %d output heads, expected at least 1", c.Heads, c.OutHeads)
+	case c.AttnDropout < 0 || c.AttnDropout >= 1 || math.IsNaN(float64(c.AttnDropout)):
+		return fmt.Errorf("attn-dropout: got %v, expected a probability in [0, 1)", c.AttnDropout)
+	case c.Model != "gat" && (c.Heads > 1 || c.OutHeads > 1 || c.AttnDropout != 0):
+		return fmt.Errorf("heads, out-heads and attn-dropout apply to model gat, not %s", c.Model)
 	}
 	return nil
 }
@@ -83,6 +101,10 @@ func (c ModelConfig) ParamShapes() []ParamShape {
 	dims := c.Dims()
 	var s []ParamShape
 	for l := 0; l < c.Layers; l++ {
+		if c.Model == "gat" {
+			s = append(s, c.gatParamShapes(l)...)
+			continue
+		}
 		self, neigh, bias := paramNames(c.Model, l)
 		if self != "" {
 			s = append(s, ParamShape{self, dims[l], dims[l+1]})
@@ -178,6 +200,7 @@ type Model struct {
 	Overlap bool
 	rows    rowSpMM // dev, when it can aggregate a subset of rows
 	split   *split
+	gat     *gatModel // GAT's layers (nil for the other models)
 }
 
 // NewModel allocates a model for the given rank view, initialised with
@@ -200,6 +223,16 @@ func NewModel(cfg ModelConfig, view *View, dev kernels.Device) (*Model, error) {
 	rows := view.NumOwned + view.NumHalo
 	own := view.NumOwned
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
+	if cfg.Model == "gat" {
+		if err := m.newGAT(rng, cfg.Recompute); err != nil {
+			return nil, err
+		}
+		for _, p := range m.Params {
+			p.place(dev)
+		}
+		m.dlogits = dev.NewMat(own, cfg.Classes)
+		return m, nil
+	}
 	for l := 0; l < cfg.Layers; l++ {
 		in, out := dims[l], dims[l+1]
 		ly := &layer{in: in, out: out, last: l == cfg.Layers-1, isSAGE: cfg.Model == "sage", projectFirst: out < in}
@@ -286,6 +319,9 @@ func dropoutSeed(seed uint64, epoch, layer int) uint64 {
 //
 // x exchanges the halo rows (nil for a run of one rank).
 func (m *Model) Forward(x halo.Exchanger, train bool, epoch int) (*kernels.Mat, error) {
+	if m.gat != nil {
+		return m.gatForward(x, train, epoch)
+	}
 	d, v := m.dev, m.view
 	own := v.NumOwned
 	for l, ly := range m.layers {
@@ -376,6 +412,9 @@ func b2f(b bool) float32 {
 // output once its ReLU mask has been applied. So Backward clobbers the
 // activations; the next Forward writes them all again.
 func (m *Model) Backward(x halo.Exchanger, dlogits *kernels.Mat) error {
+	if m.gat != nil {
+		return m.gatBackward(x, dlogits)
+	}
 	d, v := m.dev, m.view
 	own, rows := v.NumOwned, v.NumOwned+v.NumHalo
 	overlap := m.Overlap && x != nil && d.Host()
@@ -466,6 +505,13 @@ func (m *Model) inputGrad(ly *layer, own, inScratch int) (*kernels.Mat, int) {
 // carries: the input width when it aggregates first, the output width when it
 // projects first.
 func (m *Model) ExchangeWidths() []int {
+	if m.gat != nil {
+		w := make([]int, len(m.gat.layers))
+		for l, ly := range m.gat.layers {
+			w[l] = ly.at.SourceCols()
+		}
+		return w
+	}
 	w := make([]int, len(m.layers))
 	for l, ly := range m.layers {
 		w[l] = ly.in

@@ -216,7 +216,7 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 		fwdCodecs, bwdCodecs = t.fwd, t.bwd
 	}
 	evalCompressed := t.comp != nil && t.comp.evalCompressed
-	separateEval := m.Config.Dropout > 0 || (t.comp != nil && !evalCompressed)
+	separateEval := m.Config.Dropout > 0 || m.Config.AttnDropout > 0 || (t.comp != nil && !evalCompressed)
 	if separateEval {
 		// An evaluation pass of its own, at the epoch's rates or raw.
 		if evalCompressed {

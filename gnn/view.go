@@ -52,6 +52,8 @@ const (
 	// gcnNorm weighs edge j->i by 1/sqrt(deg(i) deg(j)), with self-loops
 	// already in the graph (Kipf & Welling's renormalisation).
 	gcnNorm
+	// attention leaves the weights to the model (GAT), over A + I.
+	attention
 )
 
 // aggregationFor returns the aggregation a model uses and whether its graph
@@ -62,14 +64,19 @@ func aggregationFor(model string) (aggregation, bool, error) {
 		return mean, false, nil
 	case "gcn":
 		return gcnNorm, true, nil
+	case "gat":
+		return attention, true, nil
 	}
-	return 0, false, fmt.Errorf("model %q: expected sage or gcn", model)
+	return 0, false, fmt.Errorf("model %q: expected sage, gcn or gat", model)
 }
 
 // edgeWeights fills the per-edge weights of a CSR whose row i is a node of
 // in-degree rowDeg[i] and whose column c is a node of in-degree colDeg[c]
 // (both counted in the whole graph, so that every rank weighs alike).
 func edgeWeights(agg aggregation, ptr []int64, col []int32, rowDeg, colDeg []int32) []float32 {
+	if agg == attention {
+		return nil
+	}
 	rows := len(ptr) - 1
 	val := make([]float32, ptr[rows])
 	for i := 0; i < rows; i++ {

@@ -36,6 +36,10 @@ type CPU struct {
 	correct  correctTask
 	adam     adamTask
 	gemm     gemmTask
+	attn     attentionTask
+	attnSrc  attentionSourceTask
+	terms    termsTask
+	elu      eluTask
 }
 
 var _ Device = (*CPU)(nil)

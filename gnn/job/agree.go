@@ -50,6 +50,7 @@ func (s *Spec) settings(worldSize int) []setting {
 		{Name: "--device", Value: s.Device},
 		{Name: "--overlap", Value: strconv.FormatBool(s.Overlap)},
 		{Name: "--reorder", Value: s.Reorder},
+		{Name: "--recompute", Value: strconv.FormatBool(s.Recompute)},
 		{Name: "--add-inverse", Value: strconv.FormatBool(s.Build.AddInverse)},
 		{Name: "--self-loops", Value: strconv.FormatBool(s.Build.AddSelfLoops)},
 	}

@@ -110,7 +110,9 @@ func (j *job) newRankJob(c comm.Comm, v *gnn.View, threads, gpu int, inProcess b
 	}
 	cfg := s.Run
 	cfg.InDim, cfg.Classes = v.Input.Cols, v.NumClasses
-	model, err := gnn.NewModel(cfg.ModelConfig(), v, dev)
+	mc := cfg.ModelConfig()
+	mc.Recompute = s.Recompute
+	model, err := gnn.NewModel(mc, v, dev)
 	if err != nil {
 		dev.Close()
 		return nil, j.acceleratorFailed(c, inProcess, specErrorf("train: %v", err))

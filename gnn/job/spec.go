@@ -44,6 +44,7 @@ type Spec struct {
 	Threads     int    // CPU threads for kernels, shared by the ranks of this process (0 = all)
 	Overlap     bool   // compute what needs no halo row while the exchanges are in flight
 	Reorder     string // order of every rank's owned rows: gnn.OrderNone or gnn.OrderRCM
+	Recompute   bool   // GAT: recompute the attention coefficients in the backward pass
 	CommTimeout time.Duration
 
 	// What the run writes.
@@ -93,6 +94,10 @@ func (s *Spec) Validate() error {
 		return specErrorf("train: --gpu: got %d, expected a GPU ordinal >= 0", s.GPU)
 	case s.GPU >= 0 && s.Device != "cuda":
 		return specErrorf("train: --gpu applies to --device cuda")
+	case s.Run.Model == "gat" && s.Device != "cpu":
+		return specErrorf("train: --model gat runs on --device cpu only (the CUDA device has no attention kernels yet)")
+	case s.Recompute && s.Run.Model != "gat":
+		return specErrorf("train: --recompute applies to --model gat")
 	case s.Reorder != gnn.OrderNone && s.Reorder != gnn.OrderRCM:
 		return specErrorf("train: --reorder: got %q, expected %s or %s", s.Reorder, gnn.OrderNone, gnn.OrderRCM)
 	case s.Partition != partition.MethodRandom && s.Partition != partition.MethodMETIS:
