@@ -2,7 +2,9 @@ package gnn
 
 // Footprint estimates the host memory, in bytes, that one rank's model and
 // halo exchange will allocate for cfg (InDim and Classes set) over a view
-// of owned rows, halo rows and rows sent per layer: every matrix NewModel makes, the backward pass's scratch and the
+// of owned rows, halo rows, rows sent per layer and edges (the entries of
+// its adjacency, self loops included: GAT keeps floats per edge): every
+// matrix NewModel makes, the backward pass's scratch and the
 // exchange's payload buffers. It is computed in float64 before anything is
 // allocated, so that an absurd size (--hidden 1000000000) is refused with a
 // figure instead of failing, or overflowing, in the allocator. On a GPU
@@ -11,12 +13,15 @@ package gnn
 // With residual, it adds residual coding's state (both ends' copies of
 // every layer's rows, both directions) and its scratch.
 // TestFootprint holds it to what NewModel allocates.
-func Footprint(cfg ModelConfig, owned, halo, send int, host, residual bool) float64 {
+func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual bool) float64 {
 	const f32 = 4
 	dims := cfg.Dims()
 	own, rows := float64(owned), float64(owned+halo)
 	var floats, scratch, width, exchanged float64
-	for l := 0; l < cfg.Layers; l++ {
+	if cfg.Model == "gat" {
+		floats, width, exchanged = gatFootprint(cfg, own, rows, float64(edges))
+	}
+	for l := 0; l < cfg.Layers && cfg.Model != "gat"; l++ {
 		in, out := float64(dims[l]), float64(dims[l+1])
 		last, projectFirst := l == cfg.Layers-1, dims[l+1] < dims[l]
 		weights := 1.0
@@ -65,4 +70,38 @@ func Footprint(cfg ModelConfig, owned, halo, send int, host, residual bool) floa
 		floats += 2*exchanged*(sent+recv) + width*max(sent, recv)
 	}
 	return f32 * floats
+}
+
+// gatFootprint is Footprint's part for GAT's layers (newGAT): floats
+// allocated, and the widest and summed exchanged widths.
+func gatFootprint(cfg ModelConfig, own, rows, edges float64) (floats, width, exchanged float64) {
+	dims := cfg.Dims()
+	widest, maxHeads := 1.0, 1.0
+	for l := 0; l < cfg.Layers; l++ {
+		h, w := cfg.gatHeads(l)
+		in, hw, hd := float64(dims[l]), float64(h*w), float64(h)
+		sc := hw + hd
+		floats += 4 * (in*hw + 2*hw + float64(dims[l+1])) // weight, attention vectors, bias: W, G, M, V
+		if cfg.Dropout > 0 {
+			floats += 2 * own * in
+		}
+		floats += own*hw + rows*sc + own*hd + own*float64(dims[l+1]) // p, q, t, y
+		floats += rows*sc + own*hd + own*hw                          // dq, dt, dp
+		if !cfg.Recompute {
+			floats += edges * hd
+		}
+		if l > 0 {
+			widest = max(widest, in)
+		}
+		maxHeads = max(maxHeads, hd)
+		width = max(width, sc)
+		exchanged += sc
+	}
+	floats += own*widest + edges*maxHeads // dx, dz
+	if cfg.Recompute {
+		floats += edges * maxHeads
+	}
+	floats += 3 * edges // the edges by source: 4-byte destinations, 8-byte indices (and pointers, below)
+	floats += 2 * rows
+	return floats, width, exchanged
 }

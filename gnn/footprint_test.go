@@ -29,7 +29,7 @@ func TestFootprint(t *testing.T) {
 		hidden  int
 		dropout float32
 	}{
-		{"sage", 64, 0}, {"sage", 64, 0.5}, {"sage", 16, 0}, {"gcn", 64, 0}, {"gcn", 16, 0.5},
+		{"sage", 64, 0}, {"sage", 64, 0.5}, {"sage", 16, 0}, {"gcn", 64, 0}, {"gcn", 16, 0.5}, {"gat", 8, 0}, {"gat", 16, 0.5},
 	} {
 		shards, err := partition.BuildShards(ds, "random", parts, 2)
 		if err != nil {
@@ -46,9 +46,12 @@ func TestFootprint(t *testing.T) {
 			defer devs[r].Close()
 		}
 		mc := ModelConfig{Model: c.model, Layers: 3, Hidden: c.hidden, InDim: ds.NumFeatures, Classes: ds.NumClasses, Dropout: c.dropout, Seed: 1}
+		if c.model == "gat" {
+			mc.Heads, mc.OutHeads, mc.AttnDropout = 4, 2, c.dropout
+		}
 		var est float64
 		for _, v := range views {
-			est += Footprint(mc, v.NumOwned, v.NumHalo, v.Plan.SendRows(), true, false)
+			est += Footprint(mc, v.NumOwned, v.NumHalo, v.Plan.SendRows(), int(v.Adj.Ptr[v.NumOwned]), true, false)
 		}
 		var before, after runtime.MemStats
 		runtime.GC()

@@ -15,6 +15,10 @@ OUT=${BENCH_OUT:-docs/BENCHMARKS.md}
 work=bin/bench
 mkdir -p "$work" docs
 
+# The commit measured: the binary is built now, and the tree may move on
+# while the benchmarks run.
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit+=" with uncommitted changes"
 echo "bench: building"
 go build -tags cpu -o "$work/gnn-spmd" ./cmd/gnn-spmd
 # One binary, two dense-product backends: the CBLAS it finds (OpenBLAS
@@ -118,7 +122,9 @@ for q in 1 2 4; do
   parts="$work/parts-${DNODES}-$q"
   ptime=$("$work/gnn-spmd" partition --data "$ddata" --parts "$q" --method metis --out "$parts" |
     sed -n 's/.*, partition \([0-9.]*\)s,.*/\1/p')
-  mpirun -np "$q" "$work/gnn-spmd" train --parts "$parts" --layers 3 --hidden 256 --epochs "$EPOCHS" --quiet \
+  # --bind-to none: Open MPI binds each of up to two ranks to one core,
+  # which leaves a lone rank one CPU of the machine's.
+  mpirun -np "$q" --bind-to none "$work/gnn-spmd" train --parts "$parts" --layers 3 --hidden 256 --epochs "$EPOCHS" --quiet \
     --metrics "$work/dist-$q.jsonl" >/dev/null
   read -r ep comp com halo mib bw < <(split_stats "$work/dist-$q.jsonl")
   drows+="| $q | $ptime | $ep | $comp | $com | $halo | $mib | $bw |"$'\n'
@@ -165,9 +171,11 @@ first = {}
 for axis, v, s, m in rows:
     v, s, m = float(v), float(s), float(m)
     f = first.setdefault(axis, (v, s, m))
-    print("| %s | %g | %.3f | %.0f | %.2fx | %.2fx | %.2fx |" % (axis, v, s, m, v / f[0], s / f[1], m / f[2]))
+    print("| %s | %d | %.3f | %.0f | %.2fx | %.2fx | %.2fx |" % (axis, v, s, m, v / f[0], s / f[1], m / f[2]))
 PY
 )
+echo "bench: GAT with and without --recompute, $NODES nodes"
+gat_table=$(GNN_SPMD="$work/gnn-spmd" scripts/gat-memory.sh "$data" "$work")
 go build -o "$work/gnn-mpibench" ./cmd/gnn-mpibench
 a2a2=$(mpirun -np 2 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || true)
 a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || true)
@@ -175,7 +183,7 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
 {
   echo "# Benchmarks"
   echo
-  echo "Written by \`make bench\` (scripts/bench.sh) on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)."
+  echo "Written by \`make bench\` (scripts/bench.sh) on $(date -u +%Y-%m-%d), commit $commit."
   echo "Machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM, $(go version | cut -d' ' -f3)."
   echo "Dense products: $(sed -n 's/.*gemm \(.*\)$/\1/p' "$work/train-openblas.txt" | head -n1)."
   echo
@@ -247,6 +255,15 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   echo "$growth_table"
   echo
   echo "![cost against size](figures/growth.png)"
+  echo
+  echo "## GAT: memory against recomputation"
+  echo
+  echo "2-layer GAT (8 heads of 8, one output head; the attention coefficients are edges x heads floats per layer) on the"
+  echo "$NODES-node benchmark graph, with and without \`--recompute\` (the backward pass computes the coefficients again"
+  echo "instead of keeping them; the results are the same bits), one process and 4 ranks under mpirun (METIS parts), 3 epochs,"
+  echo "median of epochs 1..2: \`scripts/gat-memory.sh\`."
+  echo
+  echo "$gat_table"
   echo
   echo "## Halo codecs (one core)"
   echo

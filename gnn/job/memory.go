@@ -25,14 +25,15 @@ func (j *job) checkMemory(src *source, sharing int) error {
 	var need float64
 	rows := 0
 	if v := src.single; v != nil {
-		need, rows = gnn.Footprint(mc, v.NumOwned, v.NumHalo, 0, host, false), v.NumOwned
+		need, rows = gnn.Footprint(mc, v.NumOwned, v.NumHalo, 0, int(v.Adj.Ptr[v.NumOwned])+v.NumOwned, host, false), v.NumOwned
 	}
 	for _, sh := range src.shards {
 		halo, sent := len(sh.Halo), sh.NumSent()
 		if j.spec.NoComm {
 			halo, sent = 0, 0
 		}
-		need += gnn.Footprint(mc, sh.NumOwned(), halo, sent, host, residual)
+		// Self loops come on top of the shard's edges (GCN, GAT).
+		need += gnn.Footprint(mc, sh.NumOwned(), halo, sent, len(sh.Indices)+sh.NumOwned(), host, residual)
 		rows += sh.NumOwned()
 	}
 	need *= float64(sharing)
