@@ -11,13 +11,16 @@ import (
 
 func TestParamShapes(t *testing.T) {
 	ds := randomDataset(t, 50, 6, 3, 1)
-	for _, model := range []string{"sage", "gcn"} {
+	for _, model := range []string{"sage", "gcn", "gat"} {
 		local, err := SingleProcess(ds, "s", model)
 		if err != nil {
 			t.Fatal(err)
 		}
 		dev := kernels.NewCPU(1)
 		cfg := ModelConfig{Model: model, Layers: 3, Hidden: 4, InDim: 6, Classes: 3}
+		if model == "gat" {
+			cfg.Heads, cfg.OutHeads = 3, 2
+		}
 		m, err := NewModel(cfg, local, dev)
 		dev.Close()
 		if err != nil {
@@ -35,17 +38,26 @@ func TestParamShapes(t *testing.T) {
 
 // TestResume: a trainer given another's parameters, moments and history
 // after 4 epochs continues exactly as the uninterrupted run (with dropout,
-// whose masks are drawn per epoch).
+// whose masks are drawn per epoch; GAT also with coefficient dropout).
 func TestResume(t *testing.T) {
+	for _, mc := range []ModelConfig{
+		{Model: "sage", Layers: 2, Hidden: 8, InDim: 12, Classes: 5, Dropout: 0.3, Seed: 4},
+		{Model: "gat", Layers: 2, Hidden: 4, Heads: 3, OutHeads: 2, InDim: 12, Classes: 5, Dropout: 0.3, AttnDropout: 0.3, Seed: 4},
+	} {
+		t.Run(mc.Model, func(t *testing.T) { testResume(t, mc) })
+	}
+}
+
+func testResume(t *testing.T, mc ModelConfig) {
 	ds := randomDataset(t, 300, 12, 5, 2)
 	newTrainer := func() *Trainer {
-		local, err := SingleProcess(ds, "s", "sage")
+		local, err := SingleProcess(ds, "s", mc.Model)
 		if err != nil {
 			t.Fatal(err)
 		}
 		dev := kernels.NewCPU(1)
 		t.Cleanup(dev.Close)
-		m, err := NewModel(ModelConfig{Model: "sage", Layers: 2, Hidden: 8, InDim: 12, Classes: 5, Dropout: 0.3, Seed: 4}, local, dev)
+		m, err := NewModel(mc, local, dev)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -126,8 +126,16 @@ func (p *epochPrinter) Start(i *job.Info) {
 	if i.Ranks > 1 {
 		fmt.Fprintf(out, "ranks %d, partition %s, %d halo rows per layer in all, %s\n", i.Ranks, i.Partition, i.HaloRows, i.Communication)
 	}
-	fmt.Fprintf(out, "model %s: %d layers, hidden %d, dropout %g; adam lr %g, weight decay %g, %d epochs; device %s\n",
-		s.Run.Model, s.Run.Layers, s.Run.Hidden, s.Run.Dropout, s.Run.LR, s.Run.WeightDecay, s.Run.Epochs, i.Device)
+	model := fmt.Sprintf("%d layers, hidden %d, dropout %g", s.Run.Layers, s.Run.Hidden, s.Run.Dropout)
+	if s.Run.Model == "gat" {
+		model = fmt.Sprintf("%d layers, %d heads of %d, %d output heads, dropout %g, attention dropout %g",
+			s.Run.Layers, s.Run.Heads, s.Run.Hidden, s.Run.OutHeads, s.Run.Dropout, s.Run.AttnDropout)
+		if s.Recompute {
+			model += ", coefficients recomputed"
+		}
+	}
+	fmt.Fprintf(out, "model %s: %s; adam lr %g, weight decay %g, %d epochs; device %s\n",
+		s.Run.Model, model, s.Run.LR, s.Run.WeightDecay, s.Run.Epochs, i.Device)
 }
 
 func (p *epochPrinter) Resumed(from string, epoch, total int) {

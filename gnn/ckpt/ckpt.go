@@ -190,8 +190,8 @@ func (c *Checkpoint) read(f *h5.File) error {
 	if f.Err() != nil {
 		return f.Err()
 	}
-	if m := c.Config.Run.Model; m != "sage" && m != "gcn" {
-		return f.Errorf("attribute model", "is %q, expected sage or gcn", m)
+	if m := c.Config.Run.Model; m != "sage" && m != "gcn" && m != "gat" {
+		return f.Errorf("attribute model", "is %q, expected sage, gcn or gat", m)
 	}
 	c.DatasetName = f.String("dataset_name")
 	c.Epoch = int(f.Int("epoch", 1, int64(c.Config.Run.Epochs)))

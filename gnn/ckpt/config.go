@@ -77,8 +77,8 @@ func (c *Config) fields() []field {
 		{name: "weight_decay", flag: "--weight-decay", ptr: &r.WeightDecay},
 		{name: "dropout", flag: "--dropout", ptr: &r.Dropout},
 		// Checkpoints from before GAT had one head and no coefficient dropout.
-		{name: "heads", flag: "--heads", ptr: &r.Heads, lo: 1, hi: maxInt, absent: 1},
-		{name: "out_heads", flag: "--out-heads", ptr: &r.OutHeads, lo: 1, hi: maxInt, absent: 1},
+		{name: "heads", flag: "--heads", ptr: &r.Heads, lo: 0, hi: maxInt, absent: 1},
+		{name: "out_heads", flag: "--out-heads", ptr: &r.OutHeads, lo: 0, hi: maxInt, absent: 1},
 		{name: "attn_dropout", flag: "--attn-dropout", ptr: &r.AttnDropout, absent: 0.0},
 		{name: "adam_beta1", flag: "Adam beta1", ptr: &c.AdamBeta1},
 		{name: "adam_beta2", flag: "Adam beta2", ptr: &c.AdamBeta2},
