@@ -1,5 +1,5 @@
-// Package gnn owns the training policy and the model maths: GraphSAGE and GCN
-// layers with hand-written backward passes, the loss, Adam, the rate
+// Package gnn owns the training policy and the model maths: GraphSAGE, GCN
+// and GAT layers with hand-written backward passes, the loss, Adam, the rate
 // schedules of halo compression, and the training loop. It reaches numbers
 // only through kernels.Device and other ranks only through a halo.Exchanger
 // and a Reducer, so the same loop runs in one process or across many.

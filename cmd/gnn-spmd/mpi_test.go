@@ -147,16 +147,22 @@ func sameRun(t *testing.T, got, want []epochLine) {
 
 // TestMPIEqualsOneProcess trains under real mpirun with Q = 1, 2, 4, 8 ranks,
 // random and METIS partitions, and compares every epoch with one process;
-// --ranks 8 (goroutine ranks) is held to the same standard.
+// --ranks 8 (goroutine ranks) is held to the same standard. GraphSAGE on
+// both datasets, GAT (two heads concatenated, two averaged, coefficient
+// dropout) on Cora.
 func TestMPIEqualsOneProcess(t *testing.T) {
 	epochs := "50"
 	if testing.Short() {
 		epochs = "5"
 	}
-	for _, name := range []string{"cora", "amazon_photo"} {
-		dir := sharedData(t, name)
-		common := []string{"train", "--data", dir, "--normalize-features", "--epochs", epochs, "--hidden", "32",
-			"--dropout", "0.2", "--seed", "3", "--quiet"}
+	gat := []string{"--model", "gat", "--heads", "2", "--out-heads", "2", "--attn-dropout", "0.2", "--hidden", "8"}
+	for _, c := range []struct {
+		name, data string
+		model      []string
+	}{{"cora", "cora", nil}, {"amazon_photo", "amazon_photo", nil}, {"cora-gat", "cora", gat}} {
+		name, dir := c.name, sharedData(t, c.data)
+		common := append([]string{"train", "--data", dir, "--normalize-features", "--epochs", epochs, "--hidden", "32",
+			"--dropout", "0.2", "--seed", "3", "--quiet"}, c.model...)
 		tmp := t.TempDir()
 		ref := filepath.Join(tmp, "ref.jsonl")
 		if code, _, stderr := runCLI(append(common, "--metrics", ref)...); code != 0 {
