@@ -6,6 +6,7 @@ package ckpt
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
@@ -117,7 +118,28 @@ func (c *Checkpoint) ParamDigest() uint64 {
 	return data.Digest(arrays...)
 }
 
+// attrsDigestName is the attribute that holds a digest of all the others:
+// a corrupt byte can make libhdf5 read a scalar attribute from the wrong
+// place (a damaged attribute header shifts its data), giving a plausible
+// value such as a subnormal dropout; the digest catches that.
+const attrsDigestName = "attrs_digest"
+
 func (c *Checkpoint) attrs() []h5.Attr {
+	a := c.baseAttrs()
+	return append(a, h5.Attr{Name: attrsDigestName, Val: attrsDigest(a)})
+}
+
+// attrsDigest is FNV-1a over the attributes' names and values as Go prints
+// them (floats in their shortest exact form).
+func attrsDigest(a []h5.Attr) uint64 {
+	h := fnv.New64a()
+	for _, at := range a {
+		fmt.Fprintf(h, "%s=%v;", at.Name, at.Val)
+	}
+	return h.Sum64()
+}
+
+func (c *Checkpoint) baseAttrs() []h5.Attr {
 	a := []h5.Attr{
 		{Name: "format", Val: Format}, {Name: "version", Val: int32(Version)},
 		{Name: "epoch", Val: int64(c.Epoch)}, {Name: "adam_step", Val: int64(c.Step)},
@@ -210,6 +232,12 @@ func (c *Checkpoint) read(f *h5.File) error {
 		c.readResidual(f)
 	}
 	c.History = readHistory(f, c.Epoch, c.Config.Run.Layers)
+	// Files written before the digest existed have none.
+	if f.Err() == nil && f.HasAttr(attrsDigestName) {
+		if want, got := f.Uint64(attrsDigestName), attrsDigest(c.baseAttrs()); f.Err() == nil && got != want {
+			return f.Errorf("attribute "+attrsDigestName, "is %#x, but the attributes read give %#x: the file is corrupt", want, got)
+		}
+	}
 	return f.Err()
 }
 
