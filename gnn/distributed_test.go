@@ -104,6 +104,40 @@ func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q
 	return stats[0]
 }
 
+// partitionBy cuts ds into q parts by method (random or metis, seed 1;
+// METIS balances the split's training nodes).
+func partitionBy(t *testing.T, ds *data.Dataset, split, method string, q int) []int32 {
+	t.Helper()
+	var parts []int32
+	var err error
+	if method == "metis" {
+		parts, err = partition.PartitionMETIS(ds.Graph, q, 1, ds.Splits[split].Train)
+	} else {
+		parts, err = partition.PartitionRandom(ds.Graph, q, 1)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parts
+}
+
+// sameTraining holds a run on q ranks to the one-process run: every
+// epoch's loss within closeLoss, the final accuracies within 0.2 points.
+func sameTraining(t *testing.T, got, want []metrics.Epoch, q int) {
+	t.Helper()
+	for e := range want {
+		if !closeLoss(got[e].Loss, want[e].Loss) {
+			t.Fatalf("epoch %d: loss %.8f on %d ranks, %.8f in one process", e, got[e].Loss, q, want[e].Loss)
+		}
+	}
+	last, ref := got[len(want)-1], want[len(want)-1]
+	for _, acc := range [][2]float64{{last.TrainAcc, ref.TrainAcc}, {last.ValAcc, ref.ValAcc}, {last.TestAcc, ref.TestAcc}} {
+		if math.Abs(acc[0]-acc[1]) > 0.002 {
+			t.Errorf("final accuracy %.4f on %d ranks vs %.4f in one process", acc[0], q, acc[1])
+		}
+	}
+}
+
 // fixedRate compresses both directions with kind at the fixed rate r.
 func fixedRate(kind string, r float64) CompressConfig {
 	c := DefaultCompressConfig()
@@ -161,27 +195,10 @@ func TestDistributedEqualsSingle(t *testing.T) {
 			for _, method := range []string{"random", "metis"} {
 				for _, q := range []int{1, 2, 4, 8} {
 					t.Run(fmt.Sprintf("%s/%s/%s/Q%d", name, model, method, q), func(t *testing.T) {
-						var parts []int32
-						if method == "metis" {
-							parts, err = partition.PartitionMETIS(ds.Graph, q, 1, ds.Splits[split].Train)
-						} else {
-							parts, err = partition.PartitionRandom(ds.Graph, q, 1)
-						}
-						if err != nil {
-							t.Fatal(err)
-						}
+						parts := partitionBy(t, ds, split, method, q)
 						got := runRanks(t, ds, split, parts, q, mc, epochs, nil)
-						for e := range want {
-							if !closeLoss(got[e].Loss, want[e].Loss) {
-								t.Fatalf("epoch %d: loss %.8f on %d ranks, %.8f in one process", e, got[e].Loss, q, want[e].Loss)
-							}
-						}
-						last, ref := got[epochs-1], want[epochs-1]
-						for _, acc := range [][2]float64{{last.TrainAcc, ref.TrainAcc}, {last.ValAcc, ref.ValAcc}, {last.TestAcc, ref.TestAcc}} {
-							if math.Abs(acc[0]-acc[1]) > 0.002 {
-								t.Errorf("final accuracy %.4f on %d ranks vs %.4f in one process", acc[0], q, acc[1])
-							}
-						}
+						sameTraining(t, got, want, q)
+						last := got[epochs-1]
 						// Bytes: every halo row crosses once per layer each way, at the
 						// width of the matrix the layer aggregates (the narrower side);
 						// the first layer sends no gradient when it aggregates its input.

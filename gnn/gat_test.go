@@ -2,11 +2,8 @@ package gnn
 
 import (
 	"fmt"
-	"math"
 	"testing"
 
-	"github.com/gnn-spmd/gnn-spmd/data/ogb"
-	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
@@ -21,40 +18,16 @@ func TestCoraGATSetting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains 10 models; skipped with -short")
 	}
-	ds, err := ogb.Load(sharedData(t, "cora"), ogb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds.NormalizeFeatureRows()
+	ds := coraNormalized(t)
 	dev := kernels.NewCPU(0)
 	defer dev.Close()
-	local, err := SingleProcess(ds, "public", "gat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, sumSq := 0.0, 0.0
+	cfg := DefaultTrainConfig()
+	cfg.Epochs, cfg.LR, cfg.WeightDecay = 300, 0.005, 5e-4
 	const seeds = 10
-	for seed := uint64(0); seed < seeds; seed++ {
-		m, err := NewModel(ModelConfig{Model: "gat", Layers: 2, Hidden: 8, Heads: 8, OutHeads: 1, InDim: ds.NumFeatures,
-			Classes: ds.NumClasses, Dropout: 0.6, AttnDropout: 0.6, Seed: seed}, local, dev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := DefaultTrainConfig()
-		cfg.Epochs, cfg.LR, cfg.WeightDecay = 300, 0.005, 5e-4
-		tr, err := NewTrainer(m, cfg, DefaultCompressConfig(), nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := tr.Run(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum += s.TestAtBestVal
-		sumSq += s.TestAtBestVal * s.TestAtBestVal
-	}
-	mean := sum / seeds
-	sd := math.Sqrt(max(0, sumSq/seeds-mean*mean))
+	mean, sd := meanTestAtBestVal(t, dev, ds, seeds, cfg, func(seed uint64) ModelConfig {
+		return ModelConfig{Model: "gat", Layers: 2, Hidden: 8, Heads: 8, OutHeads: 1, InDim: ds.NumFeatures,
+			Classes: ds.NumClasses, Dropout: 0.6, AttnDropout: 0.6, Seed: seed}
+	})
 	t.Logf("gat on cora/public: mean test accuracy at best validation over %d seeds: %.4f (sd %.4f)", seeds, mean, sd)
 	if mean < 0.82 {
 		t.Errorf("gat on cora/public: mean test accuracy %.4f below 0.820", mean)
@@ -71,11 +44,7 @@ func TestDistributedGATEqualsSingle(t *testing.T) {
 	if testing.Short() {
 		epochs = 8
 	}
-	ds, err := ogb.Load(sharedData(t, "cora"), ogb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds.NormalizeFeatureRows()
+	ds := coraNormalized(t)
 	split := ds.SplitNames()[0]
 	mc := ModelConfig{Model: "gat", Layers: 3, Hidden: 8, Heads: 2, OutHeads: 2, InDim: ds.NumFeatures, Classes: ds.NumClasses,
 		Dropout: 0.2, AttnDropout: 0.2, Seed: 4}
@@ -83,27 +52,10 @@ func TestDistributedGATEqualsSingle(t *testing.T) {
 	for _, method := range []string{"random", "metis"} {
 		for _, q := range []int{1, 2, 4, 8} {
 			t.Run(fmt.Sprintf("%s/Q%d", method, q), func(t *testing.T) {
-				var parts []int32
-				if method == "metis" {
-					parts, err = partition.PartitionMETIS(ds.Graph, q, 1, ds.Splits[split].Train)
-				} else {
-					parts, err = partition.PartitionRandom(ds.Graph, q, 1)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				parts := partitionBy(t, ds, split, method, q)
 				got := runRanks(t, ds, split, parts, q, mc, epochs, nil)
-				for e := range want {
-					if !closeLoss(got[e].Loss, want[e].Loss) {
-						t.Fatalf("epoch %d: loss %.8f on %d ranks, %.8f in one process", e, got[e].Loss, q, want[e].Loss)
-					}
-				}
-				last, ref := got[epochs-1], want[epochs-1]
-				for _, acc := range [][2]float64{{last.TrainAcc, ref.TrainAcc}, {last.ValAcc, ref.ValAcc}, {last.TestAcc, ref.TestAcc}} {
-					if math.Abs(acc[0]-acc[1]) > 0.002 {
-						t.Errorf("final accuracy %.4f on %d ranks vs %.4f in one process", acc[0], q, acc[1])
-					}
-				}
+				sameTraining(t, got, want, q)
+				last := got[epochs-1]
 				rows := haloRows(t, ds, split, parts, q)
 				for l := 0; l < mc.Layers; l++ {
 					h, w := mc.gatHeads(l)

@@ -71,11 +71,7 @@ func TestPermuteRefusesNonPermutations(t *testing.T) {
 // tolerance on every epoch's loss, the final accuracies within 0.2 points.
 // Dropout masks follow the nodes.
 func TestReorderedTrainingEqualsPlain(t *testing.T) {
-	ds, err := ogb.Load(sharedData(t, "cora"), ogb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds.NormalizeFeatureRows()
+	ds := coraNormalized(t)
 	split := ds.SplitNames()[0]
 	mc := ModelConfig{Model: "sage", Layers: 3, Hidden: 32, InDim: ds.NumFeatures, Classes: ds.NumClasses, Dropout: 0.2, Seed: 3}
 	const epochs = 30

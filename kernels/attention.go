@@ -100,7 +100,7 @@ type attentionTask struct {
 	e                                *EdgesBySource
 	q, dst, alpha, out, dOut, dz, dq *Mat
 	dDst                             *Mat
-	train, drop                      bool
+	drop                             bool
 	h                                uint64 // the dropout hash's key
 	thr                              uint32
 	scale                            float32
@@ -124,7 +124,7 @@ func checkAttention(op string, at *Attention, a *Adj, q, dst, alpha *Mat, train 
 }
 
 func (p *CPU) attention(t *attentionTask, at *Attention, a *Adj, train bool) {
-	t.at, t.a, t.train = at, a, train
+	t.at, t.a = at, a
 	t.scale, t.thr, t.h, t.drop = 1, 0, 0, train && at.Dropout > 0
 	if t.drop {
 		t.scale, t.thr = DropoutParams(at.Dropout, a.Rows, nil)
