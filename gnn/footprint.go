@@ -76,7 +76,7 @@ func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual boo
 // allocated, and the widest and summed exchanged widths.
 func gatFootprint(cfg ModelConfig, own, rows, edges float64) (floats, width, exchanged float64) {
 	dims := cfg.Dims()
-	widest, maxHeads := 1.0, 1.0
+	widest, recCols := 1.0, 1.0
 	for l := 0; l < cfg.Layers; l++ {
 		h, w := cfg.gatHeads(l)
 		in, hw, hd := float64(dims[l]), float64(h*w), float64(h)
@@ -85,23 +85,20 @@ func gatFootprint(cfg ModelConfig, own, rows, edges float64) (floats, width, exc
 		if cfg.Dropout > 0 {
 			floats += 2 * own * in
 		}
-		floats += own*hw + rows*sc + own*hd + own*float64(dims[l+1]) // p, q, t, y
-		floats += rows*sc + own*hd + own*hw                          // dq, dt, dp
+		floats += own*hw + rows*sc + own*hd + own*float64(dims[l+1]) + 2*own*hd // p, q, t, y, stats
+		floats += rows*sc + own*hd + own*hw                                     // dq, dt, dp
 		if !cfg.Recompute {
 			floats += edges * hd
 		}
 		if l > 0 {
 			widest = max(widest, in)
 		}
-		maxHeads = max(maxHeads, hd)
+		recCols = max(recCols, 4*hd+float64(dims[l+1]))
 		width = max(width, sc)
 		exchanged += sc
 	}
-	floats += own*widest + edges*maxHeads // dx, dz
-	if cfg.Recompute {
-		floats += edges * maxHeads
-	}
-	floats += 3 * edges // the edges by source: 4-byte destinations, 8-byte indices (and pointers, below)
+	floats += own*widest + own*recCols // dx, the backward's records
+	floats += 2 * edges                // the edges by source: destinations and ranks (and pointers, below)
 	floats += 2 * rows
 	return floats, width, exchanged
 }

@@ -42,6 +42,7 @@ type gatLayer struct {
 	p                              *kernels.Mat // x W, owned rows
 	q                              *kernels.Mat // [P | source terms], owned then halo rows
 	t                              *kernels.Mat // destination terms, owned rows
+	stats                          *kernels.Mat // the softmax's statistics, owned rows
 	alpha                          *kernels.Mat // coefficients, one row per edge (nil with recomputation)
 	y                              *kernels.Mat // output (after ELU unless last), owned rows
 	dq, dt, dp                     *kernels.Mat // backward
@@ -53,17 +54,9 @@ type gatModel struct {
 	layers []*gatLayer
 	edges  *kernels.EdgesBySource
 	dx     *kernels.Mat // d(input) scratch, widest hidden input
-	// dz is the scores' gradients, one row per edge, shared by the layers;
-	// alpha, with recomputation, the one layer's coefficients that exist.
-	dz, alpha *kernels.Mat
-}
-
-// coefficients returns the matrix that holds layer ly's coefficients.
-func (g *gatModel) coefficients(ly *gatLayer, nnz int) *kernels.Mat {
-	if ly.alpha != nil {
-		return ly.alpha
-	}
-	return g.alpha.Reshape(nnz, ly.at.Heads)
+	// rec is the backward's records of the destinations, shared by the
+	// layers.
+	rec *kernels.Mat
 }
 
 // gatParamShapes lists layer l's parameters.
@@ -82,10 +75,10 @@ func (c ModelConfig) gatParamShapes(l int) []ParamShape {
 // attention vectors Glorot over (width, 1) as the paper's 1x1 convolutions
 // are, the biases zero.
 //
-// With recompute the coefficients are not kept per layer: the backward
-// pass computes each layer's again (the same draws, so the same bits),
-// which trades a forward attention per layer for E x heads floats of
-// memory per layer.
+// With recompute no matrix has a row per edge: the backward pass computes
+// the coefficients again from the softmax's statistics (the same bits),
+// which trades an exponential per edge and head for E x heads floats per
+// layer.
 func (m *Model) newGAT(rng *rand.Rand, recompute bool) error {
 	ad, ok := m.dev.(kernels.AttentionDevice)
 	if !ok {
@@ -96,7 +89,7 @@ func (m *Model) newGAT(rng *rand.Rand, recompute bool) error {
 	nnz := int(v.Adj.Ptr[own])
 	g := &gatModel{dev: ad, edges: kernels.NewEdgesBySource(v.Adj)}
 	dims := cfg.Dims()
-	widest, maxHeads := 0, 1
+	widest, recCols := 0, 1
 	for l := 0; l < cfg.Layers; l++ {
 		h, w := cfg.gatHeads(l)
 		shapes := cfg.gatParamShapes(l)
@@ -119,6 +112,7 @@ func (m *Model) newGAT(rng *rand.Rand, recompute bool) error {
 		}
 		sc := ly.at.SourceCols()
 		ly.p, ly.q, ly.t = dev.NewMat(own, h*w), dev.NewMat(rows, sc), dev.NewMat(own, h)
+		ly.stats = dev.NewMat(own, ly.at.StatsCols())
 		if !recompute {
 			ly.alpha = dev.NewMat(nnz, h)
 		}
@@ -127,14 +121,11 @@ func (m *Model) newGAT(rng *rand.Rand, recompute bool) error {
 		if l > 0 {
 			widest = max(widest, ly.in)
 		}
-		maxHeads = max(maxHeads, h)
+		recCols = max(recCols, ly.at.RecordCols())
 		g.layers = append(g.layers, ly)
 	}
 	g.dx = dev.NewMat(own, max(widest, 1))
-	g.dz = dev.NewMat(max(nnz, 1), maxHeads)
-	if recompute {
-		g.alpha = dev.NewMat(max(nnz, 1), maxHeads)
-	}
+	g.rec = dev.NewMat(own, recCols)
 	m.gat = g
 	return nil
 }
@@ -142,7 +133,7 @@ func (m *Model) newGAT(rng *rand.Rand, recompute bool) error {
 // gatForward is Forward for GAT.
 func (m *Model) gatForward(ex halo.Exchanger, train bool, epoch int) (*kernels.Mat, error) {
 	d, g, v := m.dev, m.gat, m.view
-	own, nnz := v.NumOwned, int(v.Adj.Ptr[v.NumOwned])
+	own := v.NumOwned
 	for l, ly := range g.layers {
 		x := m.features
 		if l > 0 {
@@ -160,7 +151,7 @@ func (m *Model) gatForward(ex halo.Exchanger, train bool, epoch int) (*kernels.M
 				return nil, fmt.Errorf("layer %d forward halo exchange: %w", l, err)
 			}
 		}
-		g.dev.AttentionForward(&ly.at, v.Adj, ly.q, ly.t, g.coefficients(ly, nnz), ly.y, train)
+		g.dev.AttentionForward(&ly.at, v.Adj, ly.q, ly.t, ly.stats, ly.alpha, ly.y, train)
 		d.AddBias(ly.y, ly.bias.w)
 		if !ly.last {
 			g.dev.ELU(ly.y, ly.y)
@@ -178,7 +169,7 @@ func attnDropoutSeed(seed uint64, epoch, layer int) uint64 {
 // gatBackward is Backward for GAT, after a Forward with train set.
 func (m *Model) gatBackward(ex halo.Exchanger, dlogits *kernels.Mat) error {
 	d, g, v := m.dev, m.gat, m.view
-	own, rows, nnz := v.NumOwned, v.NumOwned+v.NumHalo, int(v.Adj.Ptr[v.NumOwned])
+	own, rows := v.NumOwned, v.NumOwned+v.NumHalo
 	dOut := dlogits
 	for l := len(g.layers) - 1; l >= 0; l-- {
 		ly := g.layers[l]
@@ -186,14 +177,7 @@ func (m *Model) gatBackward(ex halo.Exchanger, dlogits *kernels.Mat) error {
 			g.dev.ELUBackward(ly.y, dOut, dOut)
 		}
 		d.BiasGrad(dOut, ly.bias.g, false)
-		alpha := g.coefficients(ly, nnz)
-		if ly.alpha == nil {
-			// Recompute the coefficients, with the forward's draws, into
-			// the shared matrix; the output they also give lands in y,
-			// which is dead now that its ELU gradient is taken.
-			g.dev.AttentionForward(&ly.at, v.Adj, ly.q, ly.t, alpha, ly.y, true)
-		}
-		g.dev.AttentionBackward(&ly.at, v.Adj, g.edges, ly.q, ly.t, alpha, dOut, g.dz.Reshape(nnz, ly.at.Heads), ly.dq, ly.dt, true)
+		g.dev.AttentionBackward(&ly.at, v.Adj, g.edges, ly.q, ly.t, ly.stats, ly.alpha, dOut, g.rec.Reshape(own, ly.at.RecordCols()), ly.dq, ly.dt, true)
 		if ex != nil {
 			err := ex.BackwardSend(l, ly.dq.View(own, rows))
 			if err == nil {

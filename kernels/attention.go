@@ -41,17 +41,27 @@ func (at *Attention) OutCols() int {
 }
 
 // AttentionDevice is a Device with the attention kernels (the CPU).
+//
+// The forward keeps per destination row and head the softmax's statistics
+// (stats: rows x 2 Heads, the scores' maximum and 1 / the sum of their
+// exponentials), from which a coefficient is exp(e - max) / sum again.
+// alpha (one row per edge) may be nil: the backward then recomputes the
+// coefficients it would have read, for an exponential per edge and head
+// instead of edges x Heads floats per layer. Stored or recomputed, the
+// bits are the same. The backward's pass by source always recomputes
+// them: it visits the edges out of their order.
 type AttentionDevice interface {
 	// AttentionForward computes, for every row i of a, the softmax
-	// coefficients of its edges (alpha: nnz x Heads, before dropout) and
-	// the output row out_i (rows of a x OutCols); train applies the
-	// coefficient dropout.
-	AttentionForward(at *Attention, a *Adj, q, dst, alpha, out *Mat, train bool)
-	// AttentionBackward takes d(out) and the forward's alpha and returns
-	// d(q) for every row of q (the rows of halo sources included, for their
-	// owners) and d(dst); dz (nnz x Heads) is scratch that ends holding the
-	// scores' gradients. e lists a's edges by source (NewEdgesBySource).
-	AttentionBackward(at *Attention, a *Adj, e *EdgesBySource, q, dst, alpha, dOut, dz, dq, dDst *Mat, train bool)
+	// statistics, the coefficients of its edges (into alpha, before
+	// dropout, when it is not nil) and the output row out_i (rows of a x
+	// OutCols); train applies the coefficient dropout.
+	AttentionForward(at *Attention, a *Adj, q, dst, stats, alpha, out *Mat, train bool)
+	// AttentionBackward takes d(out) and the forward's statistics and
+	// alpha and returns d(q) for every row of q (the rows of halo sources
+	// included, for their owners) and d(dst). rec (rows of a x
+	// RecordCols) is scratch. e lists a's edges by source
+	// (NewEdgesBySource).
+	AttentionBackward(at *Attention, a *Adj, e *EdgesBySource, q, dst, stats, alpha, dOut, rec, dq, dDst *Mat, train bool)
 	// AttentionTerms and AttentionTermsBackward: the source and
 	// destination terms from the projected features, and back.
 	AttentionTerms(at *Attention, p, aSrc, aDst, q, t *Mat)
@@ -63,19 +73,26 @@ type AttentionDevice interface {
 
 var _ AttentionDevice = (*CPU)(nil)
 
+// StatsCols is the width of the softmax statistics.
+func (at *Attention) StatsCols() int { return 2 * at.Heads }
+
+// RecordCols is the width of the backward's record of a destination: its
+// terms, statistics and sum alpha d(alpha) per head, and d(out).
+func (at *Attention) RecordCols() int { return 4*at.Heads + at.OutCols() }
+
 // EdgesBySource lists the edges of an Adj by source: those of source j are
-// entries Ptr[j]..Ptr[j+1]-1, each its destination row and its index in
-// the Adj's arrays, ascending by destination.
+// entries Ptr[j]..Ptr[j+1]-1, each its destination row and its rank among
+// that row's entries, ascending by destination.
 type EdgesBySource struct {
 	Ptr  []int64
 	Dst  []int32
-	Edge []int64
+	Rank []int32
 }
 
 // NewEdgesBySource builds a's edge lists by source (a counting sort).
 func NewEdgesBySource(a *Adj) *EdgesBySource {
 	nnz := a.Ptr[a.Rows]
-	e := &EdgesBySource{Ptr: make([]int64, a.Cols+1), Dst: make([]int32, nnz), Edge: make([]int64, nnz)}
+	e := &EdgesBySource{Ptr: make([]int64, a.Cols+1), Dst: make([]int32, nnz), Rank: make([]int32, nnz)}
 	for _, c := range a.Col[:nnz] {
 		e.Ptr[c+1]++
 	}
@@ -87,28 +104,36 @@ func NewEdgesBySource(a *Adj) *EdgesBySource {
 	for i := 0; i < a.Rows; i++ {
 		for k := a.Ptr[i]; k < a.Ptr[i+1]; k++ {
 			c := a.Col[k]
-			e.Dst[fill[c]], e.Edge[fill[c]] = int32(i), k
+			e.Dst[fill[c]], e.Rank[fill[c]] = int32(i), int32(k-a.Ptr[i])
 			fill[c]++
 		}
 	}
 	return e
 }
 
+// The passes of an attention task.
+const (
+	attnForward = iota
+	attnBackwardDst
+	attnBackwardSrc
+)
+
 type attentionTask struct {
-	at                               *Attention
-	a                                *Adj
-	e                                *EdgesBySource
-	q, dst, alpha, out, dOut, dz, dq *Mat
-	dDst                             *Mat
-	drop                             bool
-	h                                uint64 // the dropout hash's key
-	thr                              uint32
-	scale                            float32
-	backward                         bool // the backward's first pass (by destination)
-	bounds                           []int
+	at                                   *Attention
+	a                                    *Adj
+	e                                    *EdgesBySource
+	q, dst, stats, alpha, out, dOut, rec *Mat
+	dq, dDst                             *Mat
+	pass                                 int
+	drop                                 bool
+	key                                  uint64 // the dropout hash's key
+	thr                                  uint32
+	scale                                float32
+	bounds                               []int
 }
 
-func checkAttention(op string, at *Attention, a *Adj, q, dst, alpha *Mat, train bool) {
+func checkAttention(op string, at *Attention, a *Adj, q, dst, stats, alpha *Mat, train bool) {
+	nnz := a.Ptr[a.Rows]
 	switch {
 	case at.Heads < 1 || at.Width < 1:
 		panic(fmt.Sprintf("kernels: %s: %d heads of width %d", op, at.Heads, at.Width))
@@ -116,65 +141,161 @@ func checkAttention(op string, at *Attention, a *Adj, q, dst, alpha *Mat, train 
 		panic(fmt.Sprintf("kernels: %s: sources %dx%d, expected %dx%d", op, q.Rows, q.Cols, a.Cols, at.SourceCols()))
 	case dst.Rows != a.Rows || dst.Cols != at.Heads:
 		panic(fmt.Sprintf("kernels: %s: destination terms %dx%d, expected %dx%d", op, dst.Rows, dst.Cols, a.Rows, at.Heads))
-	case int64(alpha.Rows) != a.Ptr[a.Rows] || alpha.Cols != at.Heads:
-		panic(fmt.Sprintf("kernels: %s: coefficients %dx%d, expected %dx%d", op, alpha.Rows, alpha.Cols, a.Ptr[a.Rows], at.Heads))
+	case stats.Rows != a.Rows || stats.Cols != at.StatsCols():
+		panic(fmt.Sprintf("kernels: %s: statistics %dx%d, expected %dx%d", op, stats.Rows, stats.Cols, a.Rows, at.StatsCols()))
+	case alpha != nil && (int64(alpha.Rows) != nnz || alpha.Cols != at.Heads):
+		panic(fmt.Sprintf("kernels: %s: coefficients %dx%d, expected %dx%d", op, alpha.Rows, alpha.Cols, nnz, at.Heads))
 	case train && at.Dropout > 0 && at.RowIDs != nil && len(at.RowIDs) != a.Rows:
 		panic(fmt.Sprintf("kernels: %s: %d row ids for %d rows", op, len(at.RowIDs), a.Rows))
 	}
+	checkMat(op, q)
+	checkMat(op, dst)
+	checkMat(op, stats)
+	if alpha != nil {
+		checkMat(op, alpha)
+	}
 }
 
-func (p *CPU) attention(t *attentionTask, at *Attention, a *Adj, train bool) {
+// run runs one pass of t over rows split by ptr's weights.
+func (p *CPU) attention(t *attentionTask, at *Attention, a *Adj, ptr []int64, train bool) {
 	t.at, t.a = at, a
-	t.scale, t.thr, t.h, t.drop = 1, 0, 0, train && at.Dropout > 0
+	t.scale, t.thr, t.key, t.drop = 1, 0, 0, train && at.Dropout > 0
 	if t.drop {
 		t.scale, t.thr = DropoutParams(at.Dropout, a.Rows, nil)
-		t.h = rng.Mix64(at.Seed)
+		t.key = rng.Mix64(at.Seed)
 	}
-	nc := p.chunks(int(a.Ptr[a.Rows]+int64(a.Rows)) * at.Heads * at.Width)
-	t.bounds = splitByWeight(t.bounds, a.Ptr, nc)
+	rows := len(ptr) - 1
+	nc := p.chunks(int(ptr[rows]+int64(rows)) * at.Heads * at.Width)
+	t.bounds = splitByWeight(t.bounds, ptr, nc)
 	p.run(t, nc)
 }
 
 // AttentionForward: see AttentionDevice. Row-parallel; every row's sums run
 // in edge order, so the bits do not depend on the thread count.
-func (p *CPU) AttentionForward(at *Attention, a *Adj, q, dst, alpha, out *Mat, train bool) {
-	checkAttention("AttentionForward", at, a, q, dst, alpha, train)
+func (p *CPU) AttentionForward(at *Attention, a *Adj, q, dst, stats, alpha, out *Mat, train bool) {
+	checkAttention("AttentionForward", at, a, q, dst, stats, alpha, train)
 	if out.Rows != a.Rows || out.Cols != at.OutCols() {
 		panic(fmt.Sprintf("kernels: AttentionForward: output %dx%d, expected %dx%d", out.Rows, out.Cols, a.Rows, at.OutCols()))
 	}
+	checkMat("AttentionForward", out)
 	t := &p.attn
-	t.q, t.dst, t.alpha, t.out, t.backward = q, dst, alpha, out, false
-	p.attention(t, at, a, train)
+	t.q, t.dst, t.stats, t.alpha, t.out, t.pass = q, dst, stats, alpha, out, attnForward
+	p.attention(t, at, a, a.Ptr, train)
 	*t = attentionTask{bounds: t.bounds}
 }
 
 // AttentionBackward: see AttentionDevice. Two row-parallel passes: by
-// destination (the coefficients' and scores' gradients, d(dst)), then by
-// source over EdgesBySource (d(q)), so that no two threads add into one
-// row.
-func (p *CPU) AttentionBackward(at *Attention, a *Adj, e *EdgesBySource, q, dst, alpha, dOut, dz, dq, dDst *Mat, train bool) {
-	checkAttention("AttentionBackward", at, a, q, dst, alpha, train)
-	sameShape("AttentionBackward dz", alpha, dz)
+// destination (the softmax's sums, d(dst), the records), then by source over
+// EdgesBySource (d(q)), so that no two threads add into one row.
+// Both passes' sums run in edge order.
+func (p *CPU) AttentionBackward(at *Attention, a *Adj, e *EdgesBySource, q, dst, stats, alpha, dOut, rec, dq, dDst *Mat, train bool) {
+	checkAttention("AttentionBackward", at, a, q, dst, stats, alpha, train)
+	if rec.Rows != a.Rows || rec.Cols != at.RecordCols() {
+		panic(fmt.Sprintf("kernels: AttentionBackward: record %dx%d, expected %dx%d", rec.Rows, rec.Cols, a.Rows, at.RecordCols()))
+	}
+	checkMat("AttentionBackward", rec)
 	sameShape("AttentionBackward dq", q, dq)
 	sameShape("AttentionBackward dDst", dst, dDst)
-	if dOut.Rows != a.Rows || dOut.Cols != at.OutCols() || len(e.Ptr) != a.Cols+1 {
+	if dOut.Rows != a.Rows || dOut.Cols != at.OutCols() || len(e.Ptr) != a.Cols+1 || e.Ptr[a.Cols] != a.Ptr[a.Rows] {
 		panic(fmt.Sprintf("kernels: AttentionBackward: d(out) %dx%d, expected %dx%d", dOut.Rows, dOut.Cols, a.Rows, at.OutCols()))
 	}
+	checkMat("AttentionBackward", dOut)
 	t := &p.attn
-	t.q, t.dst, t.alpha, t.dOut, t.dz, t.dDst, t.backward = q, dst, alpha, dOut, dz, dDst, true
-	p.attention(t, at, a, train)
-	// Second pass, by source.
-	t.e, t.dq, t.backward = e, dq, false
-	nc := p.chunks(int(e.Ptr[a.Cols]+int64(a.Cols)) * at.Heads * at.Width)
-	t.bounds = splitByWeight(t.bounds, e.Ptr, nc)
-	p.attnSrc.attentionTask = t
-	p.run(&p.attnSrc, nc)
-	p.attnSrc.attentionTask = nil
+	t.q, t.dst, t.stats, t.alpha, t.dOut, t.rec, t.dDst, t.pass = q, dst, stats, alpha, dOut, rec, dDst, attnBackwardDst
+	p.attention(t, at, a, a.Ptr, train)
+	t.e, t.dq, t.pass = e, dq, attnBackwardSrc
+	p.attention(t, at, a, e.Ptr, train)
 	*t = attentionTask{bounds: t.bounds}
 }
 
-// keep is the dropout factor of edge k (the k-th of row i) and head h.
-func (t *attentionTask) keep(i int, k int64, h int) float32 {
+func (t *attentionTask) do(c int) {
+	lo, hi := t.bounds[c], t.bounds[c+1]
+	if !portable {
+		t.c(lo, hi)
+		return
+	}
+	switch t.pass {
+	case attnForward:
+		t.forwardRows(lo, hi)
+	case attnBackwardDst:
+		t.backwardDstRows(lo, hi)
+	default:
+		t.backwardSrcRows(lo, hi)
+	}
+}
+
+// The Go twins of attention.c's loops: the same operations in the same
+// order, heads in blocks of eight lanes, each lane on its own.
+
+// lanes is one value per head of a block of eight.
+type lanes [8]float32
+
+// expNonPos is attention.c's exp_nonpos.
+func expNonPos(x float32) float32 {
+	if x != x {
+		return x
+	}
+	if x < -87 {
+		return 0
+	}
+	if x > 0 {
+		x = 0
+	}
+	y := float32(x * 1.44269504088896341)
+	n := -int32(float32(0.5 - y))
+	nf := float32(n)
+	r := float32(x-float32(nf*0.693359375)) - float32(nf*-2.12194440e-4)
+	p := float32(1.9875691500e-4)
+	p = float32(p*r) + 1.3981999507e-3
+	p = float32(p*r) + 8.3334519073e-3
+	p = float32(p*r) + 4.1665795894e-2
+	p = float32(p*r) + 1.6666665459e-1
+	p = float32(p*r) + 5.0000001201e-1
+	z := float32(r * r)
+	p = float32(p * z)
+	p += r
+	p++
+	return float32(p * math.Float32frombits(uint32(n+127)<<23))
+}
+
+func leaky(z, slope float32) float32 {
+	if z > 0 {
+		return z
+	}
+	return float32(z * slope)
+}
+
+func slopeAt(z, slope float32) float32 {
+	if z > 0 {
+		return 1
+	}
+	return slope
+}
+
+// dot8 is attention.c's dot: eight lane sums, then a fixed tree.
+func dot8(x, y []float32) float32 {
+	var s lanes
+	w := len(x)
+	f := 0
+	for ; f+8 <= w; f += 8 {
+		for l := range s {
+			s[l] += float32(x[f+l] * y[f+l])
+		}
+	}
+	if f < w {
+		var tail lanes
+		for l := 0; f+l < w; l++ {
+			tail[l] = float32(x[f+l] * y[f+l])
+		}
+		for l := range s {
+			s[l] += tail[l]
+		}
+	}
+	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))
+}
+
+// keep is the dropout factor of edge kr (of row i) and head h.
+func (t *attentionTask) keep(i, kr, h int) float32 {
 	if !t.drop {
 		return 1
 	}
@@ -182,65 +303,106 @@ func (t *attentionTask) keep(i int, k int64, h int) float32 {
 	if t.at.RowIDs != nil {
 		id = t.at.RowIDs[i]
 	}
-	u := uint32(rng.Mix64(t.h^(uint64(uint32(id))<<32|uint64(uint32(int(k)*t.at.Heads+h)))) >> 40)
+	u := uint32(rng.Mix64(t.key^(uint64(uint32(id))<<32|uint64(uint32(kr*t.at.Heads+h)))) >> 40)
 	if u >= t.thr {
 		return t.scale
 	}
 	return 0
 }
 
-func leaky(z, slope float32) float32 {
-	if z > 0 {
-		return z
+// dAlpha is attention.c's dalpha for head h.
+func (t *attentionTask) dAlpha(g, qj []float32, i, kr, h int) float32 {
+	at := t.at
+	w := at.Width
+	gh := g
+	if !at.Mean {
+		gh = g[h*w : (h+1)*w]
 	}
-	return z * slope
+	d := dot8(gh, qj[h*w:(h+1)*w])
+	if at.Mean && at.Heads > 1 {
+		d /= float32(at.Heads)
+	}
+	if t.drop {
+		d = float32(d * t.keep(i, kr, h))
+	}
+	return d
 }
 
-func (t *attentionTask) do(c int) {
-	if t.backward {
-		t.backwardRows(c)
-		return
-	}
-	at, a, q := t.at, t.a, t.q
-	heads, w, qc := at.Heads, at.Width, t.q.Cols
-	oc := at.OutCols()
-	for i := t.bounds[c]; i < t.bounds[c+1]; i++ {
+// coefficient is attention.c's coefficients: the coefficient of score z
+// from its row's maximum m and 1 / sum inv.
+func coefficient(z, m, inv, slope float32) float32 {
+	return float32(expNonPos(leaky(z, slope)-m) * inv)
+}
+
+func (t *attentionTask) forwardRows(lo, hi int) {
+	at, a, q := t.at, t.a, t.q.Data
+	H, W := at.Heads, at.Width
+	hw, qc, oc, hd := H*W, H*W+H, at.OutCols(), int64(H)
+	for i := lo; i < hi; i++ {
 		k0, k1 := a.Ptr[i], a.Ptr[i+1]
 		out := t.out.Data[i*oc : (i+1)*oc]
 		clear(out)
-		ti := t.dst.Data[i*heads : (i+1)*heads]
-		for h := 0; h < heads; h++ {
-			// Softmax over the row's scores, shifted by their maximum.
-			m := float32(math.Inf(-1))
+		st := t.stats.Data[i*2*H : (i+1)*2*H]
+		ti := t.dst.Data[i*H : (i+1)*H]
+		for h0 := 0; h0 < H; h0 += 8 {
+			n := min(8, H-h0)
+			var m lanes
+			for l := range n {
+				m[l] = float32(math.Inf(-1))
+			}
+			for k := k0; k < k1; k++ {
+				s := q[int(a.Col[k])*qc+hw+h0:]
+				for l := range n {
+					if e := leaky(ti[h0+l]+s[l], at.Slope); e > m[l] || e != e {
+						m[l] = e
+					}
+				}
+			}
+			var sum [8]float64
+			for k := k0; k < k1; k++ {
+				s := q[int(a.Col[k])*qc+hw+h0:]
+				for l := range n {
+					x := expNonPos(leaky(ti[h0+l]+s[l], at.Slope) - m[l])
+					if t.alpha != nil {
+						t.alpha.Data[k*hd+int64(h0+l)] = x
+					}
+					sum[l] += float64(x)
+				}
+			}
+			for l := range n {
+				st[h0+l], st[H+h0+l] = m[l], float32(1/sum[l])
+			}
 			for k := k0; k < k1; k++ {
 				j := int(a.Col[k])
-				e := leaky(ti[h]+q.Data[j*qc+heads*w+h], at.Slope)
-				t.alpha.Data[k*int64(heads)+int64(h)] = e
-				m = max(m, e)
-			}
-			var sum float64
-			for k := k0; k < k1; k++ {
-				x := &t.alpha.Data[k*int64(heads)+int64(h)]
-				*x = float32(math.Exp(float64(*x - m)))
-				sum += float64(*x)
-			}
-			inv := 1 / sum
-			dst := out
-			if !at.Mean {
-				dst = out[h*w : (h+1)*w]
-			}
-			for k := k0; k < k1; k++ {
-				x := &t.alpha.Data[k*int64(heads)+int64(h)]
-				*x = float32(float64(*x) * inv)
-				coef := *x * t.keep(i, k-k0, h)
-				if coef != 0 {
-					j := int(a.Col[k])
-					axpy(coef, q.Data[j*qc+h*w:j*qc+(h+1)*w], dst)
+				qj := q[j*qc : (j+1)*qc]
+				for l := range n {
+					h := h0 + l
+					var x float32
+					if t.alpha != nil {
+						x = t.alpha.Data[k*hd+int64(h)]
+					} else {
+						x = expNonPos(leaky(ti[h]+qj[hw+h], at.Slope) - m[l])
+					}
+					al := float32(x * st[H+h])
+					if t.alpha != nil {
+						t.alpha.Data[k*hd+int64(h)] = al
+					}
+					c := al
+					if t.drop {
+						c = float32(al * t.keep(i, int(k-k0), h))
+					}
+					if c != 0 {
+						dst := out
+						if !at.Mean {
+							dst = out[h*W : (h+1)*W]
+						}
+						axpy(c, qj[h*W:(h+1)*W], dst)
+					}
 				}
 			}
 		}
-		if at.Mean && heads > 1 {
-			s := 1 / float32(heads)
+		if at.Mean && H > 1 {
+			s := 1 / float32(H)
 			for f := range out {
 				out[f] *= s
 			}
@@ -248,89 +410,83 @@ func (t *attentionTask) do(c int) {
 	}
 }
 
-// backwardRows is the first backward pass over destinations i: with
-// g = d(out_i) for head h (divided by Heads when averaged) and c_k the
-// coefficient after dropout, d(c_k) = <g, P_j>; the softmax's
-// d(e_k) = alpha_k (d(alpha_k) - sum_l alpha_l d(alpha_l)) with
-// d(alpha_k) = d(c_k) * keep_k; then dz_k = d(e_k) * LeakyReLU'(z_k),
-// and d(t_i[h]) sums dz over the row.
-func (t *attentionTask) backwardRows(c int) {
-	at, a, q := t.at, t.a, t.q
-	heads, w, qc := at.Heads, at.Width, q.Cols
-	oc := at.OutCols()
-	hd := int64(heads)
-	for i := t.bounds[c]; i < t.bounds[c+1]; i++ {
+func (t *attentionTask) backwardDstRows(lo, hi int) {
+	at, a, q := t.at, t.a, t.q.Data
+	H := at.Heads
+	hw, qc, oc, rc, hd := H*at.Width, H*at.Width+H, at.OutCols(), at.RecordCols(), int64(H)
+	for i := lo; i < hi; i++ {
 		k0, k1 := a.Ptr[i], a.Ptr[i+1]
 		g := t.dOut.Data[i*oc : (i+1)*oc]
-		ti := t.dst.Data[i*heads : (i+1)*heads]
-		dti := t.dDst.Data[i*heads : (i+1)*heads]
-		for h := 0; h < heads; h++ {
-			gh := g
-			if !at.Mean {
-				gh = g[h*w : (h+1)*w]
-			}
-			// d(alpha_k), kept in dz, and their alpha-weighted sum.
-			var dot float64
+		st := t.stats.Data[i*2*H : (i+1)*2*H]
+		ti := t.dst.Data[i*H : (i+1)*H]
+		rec := t.rec.Data[i*rc : (i+1)*rc]
+		copy(rec[4*H:], g)
+		for h0 := 0; h0 < H; h0 += 8 {
+			n := min(8, H-h0)
+			var sa, sb, sc [8]float64
 			for k := k0; k < k1; k++ {
 				j := int(a.Col[k])
-				pj := q.Data[j*qc+h*w : j*qc+(h+1)*w]
-				var s float32
-				for f, v := range gh {
-					s += float32(v * pj[f])
+				qj := q[j*qc : (j+1)*qc]
+				for l := range n {
+					h := h0 + l
+					z := ti[h] + qj[hw+h]
+					var al float32
+					if t.alpha != nil {
+						al = t.alpha.Data[k*hd+int64(h)]
+					} else {
+						al = coefficient(z, st[h], st[H+h], at.Slope)
+					}
+					da := t.dAlpha(g, qj, i, int(k-k0), h)
+					ald, lam := float64(al), float64(slopeAt(z, at.Slope))
+					ad := float64(ald * float64(da))
+					sa[l] += ad
+					sb[l] += float64(ad * lam)
+					sc[l] += float64(ald * lam)
 				}
-				if at.Mean && heads > 1 {
-					s /= float32(heads)
-				}
-				da := s * t.keep(i, k-k0, h)
-				t.dz.Data[k*hd+int64(h)] = da
-				dot += float64(t.alpha.Data[k*hd+int64(h)]) * float64(da)
 			}
-			var dt float32
-			for k := k0; k < k1; k++ {
-				j := int(a.Col[k])
-				x := &t.dz.Data[k*hd+int64(h)]
-				de := t.alpha.Data[k*hd+int64(h)] * float32(float64(*x)-dot)
-				if ti[h]+q.Data[j*qc+heads*w+h] <= 0 {
-					de *= at.Slope
-				}
-				*x = de
-				dt += de
+			for l := range n {
+				h := h0 + l
+				rec[h], rec[H+h], rec[2*H+h], rec[3*H+h] = ti[h], st[h], st[H+h], float32(sa[l])
+				t.dDst.Data[i*H+h] = float32(sb[l] - float64(sa[l]*sc[l]))
 			}
-			dti[h] = dt
 		}
 	}
 }
 
-// attentionSourceTask is the second backward pass, over sources j: d(P_j)
-// for head h sums c_k g_i over j's edges k = (j -> i), and d(s_j[h]) their
-// dz_k.
-type attentionSourceTask struct{ *attentionTask }
-
-func (t *attentionSourceTask) do(c int) {
-	at, e := t.at, t.e
-	heads, w, qc := at.Heads, at.Width, t.q.Cols
-	oc := at.OutCols()
-	hd := int64(heads)
-	for j := t.bounds[c]; j < t.bounds[c+1]; j++ {
+func (t *attentionTask) backwardSrcRows(lo, hi int) {
+	at, e, q := t.at, t.e, t.q.Data
+	H, W := at.Heads, at.Width
+	hw, qc, rc := H*W, H*W+H, at.RecordCols()
+	for j := lo; j < hi; j++ {
+		qj := q[j*qc : (j+1)*qc]
 		dq := t.dq.Data[j*qc : (j+1)*qc]
 		clear(dq)
 		for x := e.Ptr[j]; x < e.Ptr[j+1]; x++ {
-			i, k := int(e.Dst[x]), e.Edge[x]
-			g := t.dOut.Data[i*oc : (i+1)*oc]
-			kr := k - t.a.Ptr[i]
-			for h := 0; h < heads; h++ {
-				coef := t.alpha.Data[k*hd+int64(h)] * t.keep(i, kr, h)
-				if at.Mean && heads > 1 {
-					coef /= float32(heads)
+			i := int(e.Dst[x])
+			rec := t.rec.Data[i*rc : (i+1)*rc]
+			g := rec[4*H:]
+			for h0 := 0; h0 < H; h0 += 8 {
+				for h := h0; h < min(h0+8, H); h++ {
+					z := rec[h] + qj[hw+h]
+					al := coefficient(z, rec[H+h], rec[2*H+h], at.Slope)
+					c := al
+					if t.drop {
+						c = float32(al * t.keep(i, int(e.Rank[x]), h))
+					}
+					if at.Mean && H > 1 {
+						c /= float32(H)
+					}
+					da := t.dAlpha(g, qj, i, int(e.Rank[x]), h)
+					dz := float32(float32(al*(da-rec[3*H+h])) * slopeAt(z, at.Slope))
+					if c != 0 {
+						gh := g
+						if !at.Mean {
+							gh = g[h*W : (h+1)*W]
+						}
+						axpy(c, gh, dq[h*W:(h+1)*W])
+					}
+					dq[hw+h] += dz
 				}
-				gh := g
-				if !at.Mean {
-					gh = g[h*w : (h+1)*w]
-				}
-				if coef != 0 {
-					axpy(coef, gh, dq[h*w:(h+1)*w])
-				}
-				dq[heads*w+h] += t.dz.Data[k*hd+int64(h)]
 			}
 		}
 	}

@@ -37,7 +37,6 @@ type CPU struct {
 	adam     adamTask
 	gemm     gemmTask
 	attn     attentionTask
-	attnSrc  attentionSourceTask
 	terms    termsTask
 	elu      eluTask
 }
