@@ -111,6 +111,19 @@ INLINE v8 keep8(const attn_args* a, int64_t i, int64_t kr, int64_t h0, int64_t n
     return v;
 }
 
+// Eight heads of width 8, concatenated (the paper's hidden layers), keep
+// a row's 64 sums in registers across its edges: o_l += c_l x_l where
+// c_l != 0, lane l of c broadcast, as axpy would (a zero coefficient adds
+// nothing, not even a signed zero).
+#define BCAST(v, l) __builtin_shufflevector(v, v, l, l, l, l, l, l, l, l)
+#define ACC8(o, c, nz, x, l) o##l = sel(BCAST(nz, l), o##l + BCAST(c, l) * load8((x) + 8 * (l)), o##l)
+#define ACC8_ALL(o, c, nz, x) \
+    ACC8(o, c, nz, x, 0), ACC8(o, c, nz, x, 1), ACC8(o, c, nz, x, 2), ACC8(o, c, nz, x, 3), \
+    ACC8(o, c, nz, x, 4), ACC8(o, c, nz, x, 5), ACC8(o, c, nz, x, 6), ACC8(o, c, nz, x, 7)
+#define STORE8_ALL(p, o) \
+    store8((p), o##0), store8((p) + 8, o##1), store8((p) + 16, o##2), store8((p) + 24, o##3), \
+    store8((p) + 32, o##4), store8((p) + 40, o##5), store8((p) + 48, o##6), store8((p) + 56, o##7)
+
 // y += c x over w floats.
 INLINE void axpy(float c, const float* restrict x, float* restrict y, int64_t w) {
     const v8 cv = (v8){0} + c;
@@ -119,9 +132,8 @@ INLINE void axpy(float c, const float* restrict x, float* restrict y, int64_t w)
     for (; f < w; f++) y[f] += c * x[f];
 }
 
-// <x, y> over w floats: eight lane sums (lane f mod 8), then
-// ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)).
-INLINE float dot(const float* x, const float* y, int64_t w) {
+// The eight lane sums of <x, y> over w floats (lane f mod 8).
+INLINE v8 dot_lanes(const float* x, const float* y, int64_t w) {
     v8 s = {0};
     int64_t f = 0;
     for (; f + 8 <= w; f += 8) s += load8(x + f) * load8(y + f);
@@ -130,20 +142,31 @@ INLINE float dot(const float* x, const float* y, int64_t w) {
         for (int64_t l = 0; f + l < w; l++) tail[l] = x[f + l] * y[f + l];
         s += tail;
     }
-    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    return s;
+}
+
+// [x0+x1, x2+x3, y0+y1, y2+y3, x4+x5, x6+x7, y4+y5, y6+y7].
+INLINE v8 hadd(v8 x, v8 y) {
+    return __builtin_shufflevector(x, y, 0, 2, 8, 10, 4, 6, 12, 14) + __builtin_shufflevector(x, y, 1, 3, 9, 11, 5, 7, 13, 15);
+}
+
+// Lane h of the result sums s_h's lanes l as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)):
+// eight dot products finished at once.
+INLINE v8 hsum8(v8 s0, v8 s1, v8 s2, v8 s3, v8 s4, v8 s5, v8 s6, v8 s7) {
+    v8 q0 = hadd(hadd(s0, s1), hadd(s2, s3)), q1 = hadd(hadd(s4, s5), hadd(s6, s7));
+    return __builtin_shufflevector(q0, q1, 0, 1, 2, 3, 8, 9, 10, 11) + __builtin_shufflevector(q0, q1, 4, 5, 6, 7, 12, 13, 14, 15);
 }
 
 // The d(alpha) of heads h0..h0+n-1 of edge (j -> i): <g_h, P_j,h>, divided
 // by the heads when they are averaged, times the dropout factor.
 INLINE v8 dalpha(const attn_args* a, const float* g, const float* qj, int64_t h0, int64_t n, v8 keep) {
-    int64_t w = a->width;
-    v8 da = {0};
-    for (int64_t l = 0; l < n; l++) {
-        int64_t h = h0 + l;
-        float d = dot(a->mean ? g : g + h * w, qj + h * w, w);
-        if (a->mean && a->heads > 1) d /= (float)a->heads;
-        da[l] = d;
-    }
+    const int64_t w = a->width, gs = a->mean ? 0 : w;
+    const v8 zero = {0};
+    // Constant lane numbers keep the eight sums in registers.
+#define LANE(l) ((l) < n ? dot_lanes(g + (h0 + (l)) * gs, qj + (h0 + (l)) * w, w) : zero)
+    v8 da = hsum8(LANE(0), LANE(1), LANE(2), LANE(3), LANE(4), LANE(5), LANE(6), LANE(7));
+#undef LANE
+    if (a->mean && a->heads > 1) da /= (float)a->heads;
     return a->drop ? da * keep : da;
 }
 
@@ -179,15 +202,23 @@ INLINE void forward_rows(const attn_args* a, int64_t lo, int64_t hi) {
             const v8 inv = __builtin_convertvector(oned / sum, v8);
             storen(st + h0, m, n);
             storen(st + H + h0, inv, n);
+            const int regs = W == 8 && n == 8 && !a->mean;
+            v8 o0 = {0}, o1 = {0}, o2 = {0}, o3 = {0}, o4 = {0}, o5 = {0}, o6 = {0}, o7 = {0};
             for (int64_t k = k0; k < k1; k++) {
                 const float* qj = a->q + (int64_t)a->col[k] * qc;
                 v8 x = a->alpha ? loadn(a->alpha + k * H + h0, n) : exp_nonpos(leaky(tv + loadn(qj + hw + h0, n), a->slope) - m);
                 v8 al = x * inv;
                 if (a->alpha) storen(a->alpha + k * H + h0, al, n);
                 v8 c = a->drop ? al * keep8(a, i, k - k0, h0, n) : al;
+                if (regs) {
+                    const v8i nz = c != (v8){0};
+                    ACC8_ALL(o, c, nz, qj + h0 * 8);
+                    continue;
+                }
                 for (int64_t l = 0; l < n; l++)
                     if (c[l] != 0) axpy(c[l], qj + (h0 + l) * W, a->mean ? out : out + (h0 + l) * W, W);
             }
+            if (regs) STORE8_ALL(out + h0 * 8, o);
         }
         if (a->mean && H > 1) {
             float s = 1 / (float)H;
@@ -256,10 +287,14 @@ INLINE void backward_dst_rows(const attn_args* a, int64_t lo, int64_t hi) {
 INLINE void backward_src_rows(const attn_args* a, int64_t lo, int64_t hi) {
     const int64_t H = a->heads, W = a->width, hw = H * W, qc = hw + H, oc = a->mean ? W : hw, rc = 4 * H + oc;
     const int64_t pf_end = a->src_ptr[hi];
+    // One block of eight heads of 8, concatenated: d(q_j) in registers.
+    const int regs = H == 8 && W == 8 && !a->mean;
     for (int64_t j = lo; j < hi; j++) {
         const float* qj = a->q + j * qc;
         float* dq = a->dq + j * qc;
-        for (int64_t f = 0; f < qc; f++) dq[f] = 0;
+        v8 o0 = {0}, o1 = {0}, o2 = {0}, o3 = {0}, o4 = {0}, o5 = {0}, o6 = {0}, o7 = {0}, ds = {0};
+        if (!regs)
+            for (int64_t f = 0; f < qc; f++) dq[f] = 0;
         for (int64_t x = a->src_ptr[j]; x < a->src_ptr[j + 1]; x++) {
             if (x + PREFETCH < pf_end) {
                 const float* r = a->rec + (int64_t)a->src_dst[x + PREFETCH] * rc;
@@ -268,6 +303,17 @@ INLINE void backward_src_rows(const attn_args* a, int64_t lo, int64_t hi) {
             const int64_t i = a->src_dst[x];
             const float* rec = a->rec + i * rc;
             const float* g = rec + 4 * H;
+            if (regs) {
+                v8 z = loadn(rec, 8) + loadn(qj + 64, 8);
+                v8 al = coefficients(z, loadn(rec + 8, 8), loadn(rec + 16, 8), a->slope);
+                v8 keep = a->drop ? keep8(a, i, a->src_rank[x], 0, 8) : (v8){0};
+                v8 c = a->drop ? al * keep : al;
+                v8 da = dalpha(a, g, qj, 0, 8, keep);
+                ds += (al * (da - loadn(rec + 24, 8))) * slope_of(z, a->slope);
+                const v8i nz = c != (v8){0};
+                ACC8_ALL(o, c, nz, g);
+                continue;
+            }
             for (int64_t h0 = 0; h0 < H; h0 += 8) {
                 const int64_t n = H - h0 < 8 ? H - h0 : 8;
                 v8 z = loadn(rec + h0, n) + loadn(qj + hw + h0, n);
@@ -281,6 +327,10 @@ INLINE void backward_src_rows(const attn_args* a, int64_t lo, int64_t hi) {
                     if (c[l] != 0) axpy(c[l], a->mean ? g : g + (h0 + l) * W, dq + (h0 + l) * W, W);
                 storen(dq + hw + h0, loadn(dq + hw + h0, n) + dz, n);
             }
+        }
+        if (regs) {
+            STORE8_ALL(dq, o);
+            store8(dq + 64, ds);
         }
     }
 }

@@ -272,7 +272,8 @@ func slopeAt(z, slope float32) float32 {
 	return slope
 }
 
-// dot8 is attention.c's dot: eight lane sums, then a fixed tree.
+// dot8 is attention.c's dot_lanes and hsum8: eight lane sums, then a
+// fixed tree.
 func dot8(x, y []float32) float32 {
 	var s lanes
 	w := len(x)
@@ -291,7 +292,7 @@ func dot8(x, y []float32) float32 {
 			s[l] += tail[l]
 		}
 	}
-	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))
+	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
 // keep is the dropout factor of edge kr (of row i) and head h.

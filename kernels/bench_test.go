@@ -158,3 +158,57 @@ func BenchmarkSoftmaxCE(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAttention times GAT's attention passes (forward; backward, both
+// passes) on a random graph of -spmm.n rows and -spmm.deg edges per row,
+// for a hidden layer (8 heads of 8) and an output layer (1 head of 40),
+// with stored and recomputed coefficients. Bytes: one source row of q per
+// edge and pass (the rows the passes gather at random).
+func BenchmarkAttention(b *testing.B) {
+	n, deg := *benchSpMMN, *benchSpMMDeg
+	ptr := make([]int64, n+1)
+	col := make([]int32, n*deg)
+	for i := range col {
+		col[i] = int32(rng.Mix64(uint64(i)) % uint64(n))
+	}
+	for i := range ptr {
+		ptr[i] = int64(i * deg)
+	}
+	a := &Adj{Rows: n, Cols: n, Ptr: ptr, Col: col}
+	e := NewEdgesBySource(a)
+	for _, s := range []struct{ heads, width int }{{8, 8}, {1, 40}} {
+		at := &Attention{Heads: s.heads, Width: s.width, Mean: s.heads == 1, Slope: 0.2}
+		q, t := NewMat(n, at.SourceCols()), NewMat(n, at.Heads)
+		stats, out, dOut := NewMat(n, at.StatsCols()), NewMat(n, at.OutCols()), NewMat(n, at.OutCols())
+		rec, dq, dt := NewMat(n, at.RecordCols()), NewMat(n, at.SourceCols()), NewMat(n, at.Heads)
+		alpha := NewMat(n*deg, at.Heads)
+		for i, m := range []*Mat{q, t, stats, out, dOut, rec, dq, dt, alpha} {
+			fastFill(m.Data, uint64(10+i))
+		}
+		for _, stored := range []bool{true, false} {
+			al := alpha
+			if !stored {
+				al = nil
+			}
+			for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
+				name := fmt.Sprintf("heads=%d/width=%d/stored=%v/N=%d/deg=%d/threads=%d", s.heads, s.width, stored, n, deg, threads)
+				p := NewCPU(threads)
+				b.Run("forward/"+name, func(b *testing.B) {
+					b.SetBytes(int64(n*deg) * int64(q.Cols) * 4)
+					p.AttentionForward(at, a, q, t, stats, al, out, true)
+					for b.Loop() {
+						p.AttentionForward(at, a, q, t, stats, al, out, true)
+					}
+				})
+				b.Run("backward/"+name, func(b *testing.B) {
+					b.SetBytes(2 * int64(n*deg) * int64(q.Cols) * 4)
+					p.AttentionBackward(at, a, e, q, t, stats, al, dOut, rec, dq, dt, true)
+					for b.Loop() {
+						p.AttentionBackward(at, a, e, q, t, stats, al, dOut, rec, dq, dt, true)
+					}
+				})
+				p.Close()
+			}
+		}
+	}
+}
