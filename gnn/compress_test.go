@@ -99,36 +99,43 @@ func TestCompressedTraining(t *testing.T) {
 	}
 }
 
-// TestAdaptiveTraining runs the closed-loop schedule on real ranks: every
-// rank must choose the same rates (runRanks checks their metrics agree),
-// the run must repeat exactly, send fewer bytes than full communication,
-// tighten its rates as the gradient falls, and still learn.
+// TestAdaptiveTraining runs the closed-loop schedule on real ranks, for
+// GraphSAGE and for GAT (whose halo rows carry the attention terms too):
+// every rank must choose the same rates (runRanks checks their metrics
+// agree), the run must repeat exactly, send fewer bytes than full
+// communication, tighten its rates as the gradient falls, and still learn.
 func TestAdaptiveTraining(t *testing.T) {
-	ds, split, parts, mc := compressedSetup(t)
-	full := runRanks(t, ds, split, parts, 4, mc, 40, nil)
-	comp := func() CompressConfig {
-		c := DefaultCompressConfig()
-		c.Codec, c.Schedule = "quant", "adaptive"
-		return c
-	}
-	a := runRanks(t, ds, split, parts, 4, mc, 40, comp)
-	b := runRanks(t, ds, split, parts, 4, mc, 40, comp)
-	var bytesA, bytesFull int64
-	for e := range a {
-		if a[e].Loss != b[e].Loss || fmt.Sprint(a[e].Rates) != fmt.Sprint(b[e].Rates) {
-			t.Fatalf("epoch %d: loss %v rates %v, then %v %v", e, a[e].Loss, a[e].Rates, b[e].Loss, b[e].Rates)
-		}
-		bytesA += a[e].BytesFwd + a[e].BytesBwd
-		bytesFull += full[e].BytesFwd + full[e].BytesBwd
-	}
-	if a[0].Rates[0] != 128 || a[len(a)-1].Rates[0] >= a[0].Rates[0] {
-		t.Errorf("layer 0 rate %v at the start and %v at the end: expected 128, then lower", a[0].Rates[0], a[len(a)-1].Rates[0])
-	}
-	if bytesA >= bytesFull/2 {
-		t.Errorf("adaptive sent %d bytes, full communication %d", bytesA, bytesFull)
-	}
-	if acc, ref := a[len(a)-1].TestAcc, full[len(full)-1].TestAcc; acc < ref-0.05 {
-		t.Errorf("adaptive test accuracy %.4f, full communication %.4f", acc, ref)
+	ds, split, parts, sage := compressedSetup(t)
+	gat := sage
+	gat.Model, gat.Layers, gat.Hidden, gat.Heads, gat.OutHeads = "gat", 2, 8, 4, 1
+	for _, mc := range []ModelConfig{sage, gat} {
+		t.Run(mc.Model, func(t *testing.T) {
+			full := runRanks(t, ds, split, parts, 4, mc, 40, nil)
+			comp := func() CompressConfig {
+				c := DefaultCompressConfig()
+				c.Codec, c.Schedule = "quant", "adaptive"
+				return c
+			}
+			a := runRanks(t, ds, split, parts, 4, mc, 40, comp)
+			b := runRanks(t, ds, split, parts, 4, mc, 40, comp)
+			var bytesA, bytesFull int64
+			for e := range a {
+				if a[e].Loss != b[e].Loss || fmt.Sprint(a[e].Rates) != fmt.Sprint(b[e].Rates) {
+					t.Fatalf("epoch %d: loss %v rates %v, then %v %v", e, a[e].Loss, a[e].Rates, b[e].Loss, b[e].Rates)
+				}
+				bytesA += a[e].BytesFwd + a[e].BytesBwd
+				bytesFull += full[e].BytesFwd + full[e].BytesBwd
+			}
+			if a[0].Rates[0] != 128 || a[len(a)-1].Rates[0] >= a[0].Rates[0] {
+				t.Errorf("layer 0 rate %v at the start and %v at the end: expected 128, then lower", a[0].Rates[0], a[len(a)-1].Rates[0])
+			}
+			if bytesA >= bytesFull/2 {
+				t.Errorf("adaptive sent %d bytes, full communication %d", bytesA, bytesFull)
+			}
+			if acc, ref := a[len(a)-1].TestAcc, full[len(full)-1].TestAcc; acc < ref-0.05 {
+				t.Errorf("adaptive test accuracy %.4f, full communication %.4f", acc, ref)
+			}
+		})
 	}
 }
 

@@ -128,8 +128,12 @@ func (p *epochPrinter) Start(i *job.Info) {
 	}
 	model := fmt.Sprintf("%d layers, hidden %d, dropout %g", s.Run.Layers, s.Run.Hidden, s.Run.Dropout)
 	if s.Run.Model == "gat" {
-		model = fmt.Sprintf("%d layers, %d heads of %d, %d output heads, dropout %g, attention dropout %g",
-			s.Run.Layers, s.Run.Heads, s.Run.Hidden, s.Run.OutHeads, s.Run.Dropout, s.Run.AttnDropout)
+		outHeads := "1 output head"
+		if s.Run.OutHeads != 1 {
+			outHeads = fmt.Sprintf("%d output heads", s.Run.OutHeads)
+		}
+		model = fmt.Sprintf("%d layers, %d heads of %d, %s, dropout %g, attention dropout %g",
+			s.Run.Layers, s.Run.Heads, s.Run.Hidden, outHeads, s.Run.Dropout, s.Run.AttnDropout)
 		if s.Recompute {
 			model += ", coefficients recomputed"
 		}
