@@ -132,27 +132,32 @@ type attentionTask struct {
 	bounds                               []int
 }
 
-func checkAttention(op string, at *Attention, a *Adj, q, dst, stats, alpha *Mat, train bool) {
+// CheckAttention panics, naming op, unless the shapes of the arguments the
+// attention passes share fit at and a (the CUDA device checks with it too).
+func CheckAttention(op string, at *Attention, a *Adj, q, dst, stats, alpha *Mat, train bool) {
 	nnz := a.Ptr[a.Rows]
 	switch {
 	case at.Heads < 1 || at.Width < 1:
-		panic(fmt.Sprintf("kernels: %s: %d heads of width %d", op, at.Heads, at.Width))
+		panic(fmt.Sprintf("%s: %d heads of width %d", op, at.Heads, at.Width))
 	case q.Cols != at.SourceCols() || q.Rows != a.Cols:
-		panic(fmt.Sprintf("kernels: %s: sources %dx%d, expected %dx%d", op, q.Rows, q.Cols, a.Cols, at.SourceCols()))
+		panic(fmt.Sprintf("%s: sources %dx%d, expected %dx%d", op, q.Rows, q.Cols, a.Cols, at.SourceCols()))
 	case dst.Rows != a.Rows || dst.Cols != at.Heads:
-		panic(fmt.Sprintf("kernels: %s: destination terms %dx%d, expected %dx%d", op, dst.Rows, dst.Cols, a.Rows, at.Heads))
+		panic(fmt.Sprintf("%s: destination terms %dx%d, expected %dx%d", op, dst.Rows, dst.Cols, a.Rows, at.Heads))
 	case stats.Rows != a.Rows || stats.Cols != at.StatsCols():
-		panic(fmt.Sprintf("kernels: %s: statistics %dx%d, expected %dx%d", op, stats.Rows, stats.Cols, a.Rows, at.StatsCols()))
+		panic(fmt.Sprintf("%s: statistics %dx%d, expected %dx%d", op, stats.Rows, stats.Cols, a.Rows, at.StatsCols()))
 	case alpha != nil && (int64(alpha.Rows) != nnz || alpha.Cols != at.Heads):
-		panic(fmt.Sprintf("kernels: %s: coefficients %dx%d, expected %dx%d", op, alpha.Rows, alpha.Cols, nnz, at.Heads))
+		panic(fmt.Sprintf("%s: coefficients %dx%d, expected %dx%d", op, alpha.Rows, alpha.Cols, nnz, at.Heads))
 	case train && at.Dropout > 0 && at.RowIDs != nil && len(at.RowIDs) != a.Rows:
-		panic(fmt.Sprintf("kernels: %s: %d row ids for %d rows", op, len(at.RowIDs), a.Rows))
+		panic(fmt.Sprintf("%s: %d row ids for %d rows", op, len(at.RowIDs), a.Rows))
 	}
-	checkMat(op, q)
-	checkMat(op, dst)
-	checkMat(op, stats)
-	if alpha != nil {
-		checkMat(op, alpha)
+}
+
+// checkMats checks that each matrix, where not nil, holds its elements.
+func checkMats(op string, ms ...*Mat) {
+	for _, m := range ms {
+		if m != nil {
+			checkMat(op, m)
+		}
 	}
 }
 
@@ -173,7 +178,8 @@ func (p *CPU) attention(t *attentionTask, at *Attention, a *Adj, ptr []int64, tr
 // AttentionForward: see AttentionDevice. Row-parallel; every row's sums run
 // in edge order, so the bits do not depend on the thread count.
 func (p *CPU) AttentionForward(at *Attention, a *Adj, q, dst, stats, alpha, out *Mat, train bool) {
-	checkAttention("AttentionForward", at, a, q, dst, stats, alpha, train)
+	CheckAttention("kernels: AttentionForward", at, a, q, dst, stats, alpha, train)
+	checkMats("AttentionForward", q, dst, stats, alpha)
 	if out.Rows != a.Rows || out.Cols != at.OutCols() {
 		panic(fmt.Sprintf("kernels: AttentionForward: output %dx%d, expected %dx%d", out.Rows, out.Cols, a.Rows, at.OutCols()))
 	}
@@ -189,15 +195,20 @@ func (p *CPU) AttentionForward(at *Attention, a *Adj, q, dst, stats, alpha, out 
 // EdgesBySource (d(q)), so that no two threads add into one row.
 // Both passes' sums run in edge order.
 func (p *CPU) AttentionBackward(at *Attention, a *Adj, e *EdgesBySource, q, dst, stats, alpha, dOut, rec, dq, dDst *Mat, train bool) {
-	checkAttention("AttentionBackward", at, a, q, dst, stats, alpha, train)
+	CheckAttention("kernels: AttentionBackward", at, a, q, dst, stats, alpha, train)
+	checkMats("AttentionBackward", q, dst, stats, alpha)
 	if rec.Rows != a.Rows || rec.Cols != at.RecordCols() {
 		panic(fmt.Sprintf("kernels: AttentionBackward: record %dx%d, expected %dx%d", rec.Rows, rec.Cols, a.Rows, at.RecordCols()))
 	}
 	checkMat("AttentionBackward", rec)
 	sameShape("AttentionBackward dq", q, dq)
 	sameShape("AttentionBackward dDst", dst, dDst)
-	if dOut.Rows != a.Rows || dOut.Cols != at.OutCols() || len(e.Ptr) != a.Cols+1 || e.Ptr[a.Cols] != a.Ptr[a.Rows] {
+	if dOut.Rows != a.Rows || dOut.Cols != at.OutCols() {
 		panic(fmt.Sprintf("kernels: AttentionBackward: d(out) %dx%d, expected %dx%d", dOut.Rows, dOut.Cols, a.Rows, at.OutCols()))
+	}
+	if len(e.Ptr) != a.Cols+1 || e.Ptr[a.Cols] != a.Ptr[a.Rows] {
+		panic(fmt.Sprintf("kernels: AttentionBackward: edges by source for %d sources and %d edges, expected %d and %d",
+			len(e.Ptr)-1, e.Ptr[len(e.Ptr)-1], a.Cols, a.Ptr[a.Rows]))
 	}
 	checkMat("AttentionBackward", dOut)
 	t := &p.attn

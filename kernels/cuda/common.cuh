@@ -7,9 +7,10 @@
 // fma() explicitly (only goexp below does, as Go's amd64 Exp does).
 //
 // The helpers here and the per-row and per-element routines of the kernels
-// (codec.cuh, dense.cuh, sparse.cuh, which hold no __global__ kernel) are
-// __host__ __device__: kernels/cuda/hosttwin compiles them with a host C++
-// compiler and checks them against the Go code bit for bit.
+// (attention.cuh, codec.cuh, dense.cuh, sparse.cuh, which hold no
+// __global__ kernel) are __host__ __device__: kernels/cuda/hosttwin
+// compiles them with a host C++ compiler and checks them against the Go
+// code bit for bit.
 #ifndef GNN_SPMD_KERNELS_COMMON_CUH
 #define GNN_SPMD_KERNELS_COMMON_CUH
 

@@ -69,6 +69,16 @@ const (
 	kTruncEncode
 	kTruncDecode
 	kSqDiffPartial
+	kAttnForwardStats
+	kAttnForwardOut
+	kAttnBackwardDst
+	kAttnBackwardSrc
+	kAttnTerms
+	kAttnTermsDP
+	kAttnTermsPartial
+	kAttnTermsFinish
+	kELU
+	kELUBackward
 	numKernels
 )
 
@@ -77,7 +87,9 @@ var kernelNames = [numKernels]string{
 	"bias_grad_finish", "relu", "relu_backward", "mul", "dropout", "adam",
 	"sum_squares_partial", "sum_f64_partial", "softmax_xent", "count_correct",
 	"score_histogram", "quant_encode", "quant_decode", "bf16_encode", "bf16_decode",
-	"trunc_encode", "trunc_decode", "sq_diff_partial",
+	"trunc_encode", "trunc_decode", "sq_diff_partial", "attn_forward_stats", "attn_forward_out",
+	"attn_backward_dst", "attn_backward_src", "attn_terms", "attn_terms_dp", "attn_terms_partial",
+	"attn_terms_finish", "elu", "elu_backward",
 }
 
 const (
@@ -85,6 +97,7 @@ const (
 	maxPartials  = 1024
 	partialDbls  = 2 * maxPartials // sq_diff_partial writes two per block
 	rowsPerChunk = 4096            // bias gradient: rows summed per partial
+	maxArgs      = 24              // kernel arguments (attn_backward_dst has 19)
 )
 
 // Device is one rank's handle on a GPU.
@@ -100,12 +113,13 @@ type Device struct {
 	name    string
 	cc      [2]int
 
-	args [16]uint64
-	argp [16]unsafe.Pointer
+	args [maxArgs]uint64
+	argp [maxArgs]unsafe.Pointer
 
 	allocs  map[cu.DevicePtr]int64
 	ints    map[intsKey]cu.DevicePtr
 	adjs    map[*kernels.Adj]*deviceAdj
+	edges   map[*kernels.EdgesBySource]*deviceEdges
 	partial cu.DevicePtr // partialDbls doubles of block partial sums
 	host    []float64    // their host copy
 	counter cu.DevicePtr // one uint32 (CountCorrect)
@@ -124,6 +138,11 @@ type deviceAdj struct {
 	ptr, col, val cu.DevicePtr // val 0: all ones
 }
 
+// deviceEdges is the device copy of an EdgesBySource.
+type deviceEdges struct {
+	ptr, dst, rank cu.DevicePtr
+}
+
 // New binds GPU ordinal (the rank's choice, see cudaprobe.Ordinal) to the
 // calling goroutine, which it locks to its OS thread for good, and loads
 // the kernels and cuBLAS. On failure it releases what it took: the
@@ -131,7 +150,8 @@ type deviceAdj struct {
 func New(ordinal int) (_ *Device, err error) {
 	runtime.LockOSThread()
 	d := &Device{ordinal: ordinal, allocs: map[cu.DevicePtr]int64{}, ints: map[intsKey]cu.DevicePtr{},
-		adjs: map[*kernels.Adj]*deviceAdj{}, host: make([]float64, partialDbls)}
+		adjs: map[*kernels.Adj]*deviceAdj{}, edges: map[*kernels.EdgesBySource]*deviceEdges{},
+		host: make([]float64, partialDbls)}
 	defer func() {
 		// alloc panics with an *Error: out of memory here is New's error.
 		if v := recover(); v != nil {
@@ -429,6 +449,25 @@ func (d *Device) adj(a *kernels.Adj) *deviceAdj {
 		}
 	}
 	d.adjs[a] = g
+	return g
+}
+
+// edgesBySource returns the device copy of e, uploading it on first use
+// (like an Adj, it is fixed for a run).
+func (d *Device) edgesBySource(e *kernels.EdgesBySource) *deviceEdges {
+	if g, ok := d.edges[e]; ok {
+		return g
+	}
+	n := len(e.Ptr)
+	nnz := e.Ptr[n-1]
+	g := &deviceEdges{ptr: d.alloc("edges by source: pointers", int64(8*n)), dst: d.alloc("edges by source: destinations", 4*nnz),
+		rank: d.alloc("edges by source: ranks", 4*nnz)}
+	fail("upload edges by source", cu.MemcpyHtoD(g.ptr, unsafe.Pointer(&e.Ptr[0]), int64(8*n)))
+	if nnz > 0 {
+		fail("upload edges by source", cu.MemcpyHtoD(g.dst, unsafe.Pointer(&e.Dst[0]), 4*nnz))
+		fail("upload edges by source", cu.MemcpyHtoD(g.rank, unsafe.Pointer(&e.Rank[0]), 4*nnz))
+	}
+	d.edges[e] = g
 	return g
 }
 

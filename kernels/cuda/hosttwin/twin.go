@@ -23,6 +23,7 @@ package hosttwin
 #ifdef __FAST_MATH__
 #error "hosttwin: compiled with fast math, which changes the kernels' arithmetic"
 #endif
+#include "attention.h"
 #include "codec.h"
 #include "dense.h"
 #include "sparse.h"
@@ -179,6 +180,116 @@ static void twin_gather_rows(int n, int F, const int* idx, const float* src, flo
 
 static void twin_scatter_add_rows(int n, int F, const int* idx, const float* src, float* dst) {
     for (long long e = 0; e < (long long)n * F; e++) scatter_add_elem(e, F, idx, src, dst);
+}
+
+// attn_forward_stats (a thread per row and head), then attn_forward_out:
+// the warp per row, each chunk's 32 terms computed lane by lane and its
+// shuffles replayed on arrays, every lane adding them into its columns.
+static void twin_attn_forward(int rows, int H, int W, int mean, int drop, float slope, float scale, unsigned int thr,
+                              unsigned long long key, const int* row_ids, const long long* ptr, const int* col,
+                              const float* q, const float* t, float* stats, float* alpha, float* out) {
+    const attn_params p = attn_make(H, W, mean, drop, slope, scale, thr, key, row_ids);
+    for (long long e = 0; e < (long long)rows * H; e++) {
+        const int i = (int)(e / H);
+        attn_forward_stats(&p, i, (int)(e - (long long)i * H), ptr, col, q, t, stats, alpha);
+    }
+    const long long oc = attn_oc(&p);
+    for (int i = 0; i < rows; i++) {
+        const long long k0 = ptr[i], deg = ptr[i + 1] - k0, np = deg * H;
+        for (long long col0 = 0; col0 < oc; col0 += 32 * ATTN_TILE) {
+            float acc[32][ATTN_TILE];
+            for (int lane = 0; lane < 32; lane++)
+                for (int u = 0; u < ATTN_TILE; u++) acc[lane][u] = 0.0f;
+            for (long long p0 = 0; p0 < np; p0 += 32) {
+                float c[32];
+                int j[32], h[32];
+                for (int lane = 0; lane < 32; lane++) {
+                    c[lane] = 0.0f, j[lane] = 0, h[lane] = 0;
+                    if (p0 + lane < np)
+                        c[lane] = attn_forward_pair(&p, i, k0, deg, p0 + lane, col, q, t, stats, alpha, &j[lane], &h[lane]);
+                }
+                const int m = (int)min_ll(32, np - p0);
+                for (int lane = 0; lane < 32; lane++)
+                    for (int s = 0; s < m; s++) attn_forward_accum(&p, c[s], j[s], h[s], q, col0, lane, acc[lane]);
+            }
+            for (int lane = 0; lane < 32; lane++) attn_forward_store(&p, i, col0, lane, acc[lane], out);
+        }
+    }
+}
+
+// attn_backward_dst (a thread per row and head), then attn_backward_src
+// replayed as attn_forward_out is.
+static void twin_attn_backward(int rows, int sources, int H, int W, int mean, int drop, float slope, float scale,
+                               unsigned int thr, unsigned long long key, const int* row_ids, const long long* ptr,
+                               const int* col, const long long* eptr, const int* edst, const int* erank,
+                               const float* q, const float* t, const float* stats, const float* alpha,
+                               const float* dout, float* rec, float* dq, float* ddst) {
+    const attn_params p = attn_make(H, W, mean, drop, slope, scale, thr, key, row_ids);
+    for (long long e = 0; e < (long long)rows * H; e++) {
+        const int i = (int)(e / H);
+        attn_backward_dst(&p, i, (int)(e - (long long)i * H), ptr, col, q, t, stats, alpha, dout, rec, ddst);
+    }
+    const long long qc = attn_qc(&p);
+    for (int j = 0; j < sources; j++) {
+        const long long e0 = eptr[j], np = (eptr[j + 1] - e0) * H;
+        for (long long col0 = 0; col0 < qc; col0 += 32 * ATTN_TILE) {
+            float acc[32][ATTN_TILE];
+            for (int lane = 0; lane < 32; lane++)
+                for (int u = 0; u < ATTN_TILE; u++) acc[lane][u] = 0.0f;
+            for (long long p0 = 0; p0 < np; p0 += 32) {
+                float c[32], dz[32];
+                int di[32], h[32];
+                for (int lane = 0; lane < 32; lane++) {
+                    c[lane] = 0.0f, dz[lane] = 0.0f, di[lane] = 0, h[lane] = 0;
+                    if (p0 + lane < np)
+                        c[lane] = attn_backward_src_pair(&p, j, e0, p0 + lane, edst, erank, q, rec, &dz[lane], &di[lane], &h[lane]);
+                }
+                const int m = (int)min_ll(32, np - p0);
+                for (int lane = 0; lane < 32; lane++)
+                    for (int s = 0; s < m; s++)
+                        attn_backward_src_accum(&p, c[s], dz[s], di[s], h[s], rec, col0, lane, acc[lane]);
+            }
+            for (int lane = 0; lane < 32; lane++) attn_backward_src_store(&p, j, col0, lane, acc[lane], dq);
+        }
+    }
+}
+
+static void twin_attn_terms(int rows, int H, int W, const float* P, const float* asrc, const float* adst, float* q,
+                            float* t) {
+    for (long long e = 0; e < (long long)rows * H; e++) {
+        const int i = (int)(e / H);
+        attn_terms_row_head(i, (int)(e - (long long)i * H), H, W, P, asrc, adst, q, t);
+    }
+}
+
+// attn_terms_dp, attn_terms_partial and attn_terms_finish.
+static void twin_attn_terms_backward(int rows, int nb, int H, int W, const float* P, const float* asrc,
+                                     const float* adst, const float* dq, const float* dt, float* dP, double* partial,
+                                     float* dasrc, float* dadst) {
+    const long long hw = (long long)H * W;
+    for (long long e = 0; e < (long long)rows * hw; e++) dP[e] = attn_terms_dp_elem(e, H, W, asrc, adst, dq, dt);
+    for (long long e = 0; e < (long long)nb * 2 * hw; e++)
+        partial[e] = attn_terms_partial_elem(e, rows, nb, H, W, P, dq, dt);
+    for (long long f = 0; f < 2 * hw; f++) {
+        const float v = attn_terms_finish_col(f, nb, 2 * hw, partial);
+        if (f < hw) {
+            dasrc[f] = v;
+        } else {
+            dadst[f - hw] = v;
+        }
+    }
+}
+
+static void twin_expm1(long long n, const double* x, double* y) {
+    for (long long k = 0; k < n; k++) y[k] = goexpm1(x[k]);
+}
+
+static void twin_elu(long long n, const float* x, float* y) {
+    for (long long k = 0; k < n; k++) y[k] = elu_value(x[k]);
+}
+
+static void twin_elu_backward(long long n, const float* y, const float* dy, float* dx) {
+    for (long long k = 0; k < n; k++) dx[k] = elu_backward_value(y[k], dy[k]);
 }
 */
 import "C"
@@ -348,4 +459,69 @@ func GatherRows(idx []int32, F int, src, dst []float32) {
 // ScatterAddRows is scatter_add_rows.
 func ScatterAddRows(idx []int32, F int, src, dst []float32) {
 	C.twin_scatter_add_rows(C.int(len(idx)), C.int(F), ip(idx), fp(src), fp(dst))
+}
+
+func lp(s []int64) *C.longlong {
+	if len(s) == 0 {
+		return nil
+	}
+	return (*C.longlong)(unsafe.Pointer(&s[0]))
+}
+
+// AttnParams are an attention layer's kernel arguments as the launcher
+// derives them on the host from a kernels.Attention: Drop is training with
+// a dropout rate above 0, Scale and Thr are then kernels.DropoutParams',
+// Key rng.Mix64(Seed), RowIDs the destinations' ids (nil: row i is i).
+type AttnParams struct {
+	Heads, Width int
+	Mean, Drop   bool
+	Slope, Scale float32
+	Thr          uint32
+	Key          uint64
+	RowIDs       []int32
+}
+
+// AttentionForward is attn_forward_stats and attn_forward_out over the CSR
+// (ptr, col) of len(ptr)-1 destination rows; alpha nil: recomputed.
+func AttentionForward(p *AttnParams, ptr []int64, col []int32, q, t, stats, alpha, out []float32) {
+	C.twin_attn_forward(C.int(len(ptr)-1), C.int(p.Heads), C.int(p.Width), b2i(p.Mean), b2i(p.Drop), C.float(p.Slope),
+		C.float(p.Scale), C.uint(p.Thr), C.ulonglong(p.Key), ip(p.RowIDs), lp(ptr), ip(col), fp(q), fp(t), fp(stats),
+		fp(alpha), fp(out))
+}
+
+// AttentionBackward is attn_backward_dst and attn_backward_src; the edges
+// by source are (eptr, edst, erank) over len(eptr)-1 sources.
+func AttentionBackward(p *AttnParams, ptr []int64, col []int32, eptr []int64, edst, erank []int32,
+	q, t, stats, alpha, dOut, rec, dq, dDst []float32) {
+	C.twin_attn_backward(C.int(len(ptr)-1), C.int(len(eptr)-1), C.int(p.Heads), C.int(p.Width), b2i(p.Mean), b2i(p.Drop),
+		C.float(p.Slope), C.float(p.Scale), C.uint(p.Thr), C.ulonglong(p.Key), ip(p.RowIDs), lp(ptr), ip(col),
+		lp(eptr), ip(edst), ip(erank), fp(q), fp(t), fp(stats), fp(alpha), fp(dOut), fp(rec), fp(dq), fp(dDst))
+}
+
+// AttentionTerms is attn_terms on rows x heads*width projected features P.
+func AttentionTerms(rows, heads, width int, P, aSrc, aDst, q, t []float32) {
+	C.twin_attn_terms(C.int(rows), C.int(heads), C.int(width), fp(P), fp(aSrc), fp(aDst), fp(q), fp(t))
+}
+
+// TermsBlocks is the number of row blocks the terms' backward sums in:
+// kernels' blocks() (and kernels/cuda's termsBlocks) of rows*heads*width.
+func TermsBlocks(work int) int { return max(1, min(256, (work+(1<<14)-1)/(1<<14))) }
+
+// AttentionTermsBackward is attn_terms_dp, attn_terms_partial (nb blocks)
+// and attn_terms_finish.
+func AttentionTermsBackward(rows, nb, heads, width int, P, aSrc, aDst, dq, dt, dP, daSrc, daDst []float32) {
+	partial := make([]float64, nb*2*heads*width)
+	C.twin_attn_terms_backward(C.int(rows), C.int(nb), C.int(heads), C.int(width), fp(P), fp(aSrc), fp(aDst), fp(dq),
+		fp(dt), fp(dP), dp(partial), fp(daSrc), fp(daDst))
+}
+
+// Expm1 is goexpm1 on every element of x.
+func Expm1(x, y []float64) { C.twin_expm1(C.longlong(len(x)), dp(x), dp(y)) }
+
+// ELU is elu.
+func ELU(x, y []float32) { C.twin_elu(C.longlong(len(x)), fp(x), fp(y)) }
+
+// ELUBackward is elu_backward.
+func ELUBackward(y, dy, dx []float32) {
+	C.twin_elu_backward(C.longlong(len(y)), fp(y), fp(dy), fp(dx))
 }

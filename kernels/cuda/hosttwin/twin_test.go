@@ -1,15 +1,17 @@
 package hosttwin
 
 // The kernels' routines, compiled for the host, against the Go code they
-// mirror: codecs (comm/codec, the halo exchange's host rows), dense and
-// sparse kernels (kernels.CPU). Equality is of bits, except where the GPU
-// by design sums in another order than the CPU (said at each such check).
+// mirror: codecs (comm/codec, the halo exchange's host rows), dense,
+// sparse and attention kernels (kernels.CPU). Equality is of bits, except
+// where the GPU by design sums in another order than the CPU (said at each
+// such check).
 
 import (
 	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/gnn-spmd/gnn-spmd/comm/codec"
@@ -447,5 +449,267 @@ func TestGatherScatter(t *testing.T) {
 		ScatterAddRows(ids, s[1], got, gdst)
 		new(halo.Host).ScatterAdd(ids, want, 0, dst) // repeated ids add twice, in order
 		same(t, fmt.Sprint("ScatterAddRows ", s), gdst, dst.Data)
+	}
+}
+
+// ---- attention ----
+
+// attnParams is what kernels/cuda's launchers derive from a layer.
+func attnParams(at *kernels.Attention, rows int, train bool) *AttnParams {
+	p := &AttnParams{Heads: at.Heads, Width: at.Width, Mean: at.Mean, Slope: at.Slope, Scale: 1}
+	if train && at.Dropout > 0 {
+		p.Drop = true
+		p.Scale, p.Thr = kernels.DropoutParams(at.Dropout, rows, nil)
+		p.Key = rng.Mix64(at.Seed)
+		p.RowIDs = at.RowIDs
+	}
+	return p
+}
+
+// unwritten fills the twins' outputs: a value no pass computes, so that an
+// element a kernel leaves alone differs from the CPU's (whose outputs start
+// as NaN).
+const unwritten = -7.75e33
+
+func filled(n int, v float32) []float32 {
+	s := make([]float32, n)
+	fillAll(s, v)
+	return s
+}
+
+// attnResult is everything one forward and backward writes.
+type attnResult struct{ stats, alpha, out, rec, dq, dDst []float32 }
+
+func newAttnResult(c *kerneltest.AttentionCase, stored bool, v float32) *attnResult {
+	at, rows := &c.At, c.A.Rows
+	r := &attnResult{stats: filled(rows*at.StatsCols(), v), out: filled(rows*at.OutCols(), v),
+		rec: filled(rows*at.RecordCols(), v), dq: filled(c.Q.Len(), v), dDst: filled(rows*at.Heads, v)}
+	if stored {
+		r.alpha = filled(int(c.A.Ptr[rows])*at.Heads, v)
+	}
+	return r
+}
+
+func hostMat(rows, cols int, data []float32) *kernels.Mat {
+	if data == nil {
+		return nil
+	}
+	return &kernels.Mat{Rows: rows, Cols: cols, Data: data}
+}
+
+// cpuAttention is the CPU's forward and backward (its C loops, which
+// kernels' TestAttentionCEqualsGo holds to the Go twins bit for bit).
+func cpuAttention(c *kerneltest.AttentionCase, stored, train bool) *attnResult {
+	at, a := &c.At, c.A
+	r := newAttnResult(c, stored, float32(math.NaN()))
+	stats, alpha := hostMat(a.Rows, at.StatsCols(), r.stats), hostMat(int(a.Ptr[a.Rows]), at.Heads, r.alpha)
+	cpu.AttentionForward(at, a, c.Q, c.T, stats, alpha, hostMat(a.Rows, at.OutCols(), r.out), train)
+	cpu.AttentionBackward(at, a, c.E, c.Q, c.T, stats, alpha, c.DOut, hostMat(a.Rows, at.RecordCols(), r.rec),
+		hostMat(c.Q.Rows, c.Q.Cols, r.dq), hostMat(a.Rows, at.Heads, r.dDst), train)
+	return r
+}
+
+// twinAttention is the kernels' forward and backward replayed on the host.
+func twinAttention(c *kerneltest.AttentionCase, stored, train bool) *attnResult {
+	a := c.A
+	p := attnParams(&c.At, a.Rows, train)
+	r := newAttnResult(c, stored, unwritten)
+	AttentionForward(p, a.Ptr, a.Col, c.Q.Data, c.T.Data, r.stats, r.alpha, r.out)
+	AttentionBackward(p, a.Ptr, a.Col, c.E.Ptr, c.E.Dst, c.E.Rank, c.Q.Data, c.T.Data, r.stats, r.alpha, c.DOut.Data,
+		r.rec, r.dq, r.dDst)
+	return r
+}
+
+func (r *attnResult) same(t *testing.T, what string, want *attnResult) {
+	t.Helper()
+	same(t, what+": stats", r.stats, want.stats)
+	if want.alpha != nil {
+		same(t, what+": alpha", r.alpha, want.alpha)
+	}
+	same(t, what+": out", r.out, want.out)
+	same(t, what+": record", r.rec, want.rec)
+	same(t, what+": d(dst)", r.dDst, want.dDst)
+	same(t, what+": dq", r.dq, want.dq)
+}
+
+// The forward and backward kernels against the CPU on every shape of
+// kernels' tests, with stored and recomputed coefficients, with and without
+// coefficient dropout (row ids given and not, everything dropped), in
+// training and not, on ordinary inputs and with special values.
+func TestAttention(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, s := range kerneltest.AttentionShapes {
+		for _, drop := range []float32{0, 0.4, 1} {
+			for _, special := range []bool{false, true} {
+				c := kerneltest.NewAttentionCase(r, 70, 90, s.Heads, s.Width, s.Mean, drop)
+				if special {
+					c.WithSpecials(r)
+				}
+				for _, ids := range []bool{true, false} {
+					if !ids {
+						if drop == 0 {
+							continue
+						}
+						c.At.RowIDs = nil
+					}
+					for _, stored := range []bool{true, false} {
+						for _, train := range []bool{true, false} {
+							what := fmt.Sprintf("heads %d width %d mean %v dropout %v specials %v ids %v stored %v train %v",
+								s.Heads, s.Width, s.Mean, drop, special, ids, stored, train)
+							twinAttention(c, stored, train).same(t, what, cpuAttention(c, stored, train))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// Graphs without edges, without destinations and without sources.
+func TestAttentionEmpty(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, dims := range [][2]int{{0, 5}, {5, 0}, {0, 0}, {1, 1}} {
+		for _, s := range kerneltest.AttentionShapes[:3] {
+			c := kerneltest.NewAttentionCase(r, dims[0], dims[1], s.Heads, s.Width, s.Mean, 0.4)
+			for _, stored := range []bool{true, false} {
+				what := fmt.Sprintf("%dx%d heads %d width %d stored %v", dims[0], dims[1], s.Heads, s.Width, stored)
+				twinAttention(c, stored, true).same(t, what, cpuAttention(c, stored, true))
+			}
+		}
+	}
+}
+
+// cancelling makes the terms' backward sums show how its blocks of rows
+// are cut and combined: every d(s) and d(t) is 1, and at each boundary
+// between two blocks (kernels' cut: block b starts at row b*rows/nb) the
+// last row before it is 2^40 and the first after it -2^40. Their blocks'
+// float64 partials then hold +-2^40 plus ordinary sums rounded to its
+// 2^-12, which cancel differently when a cut or the order of the partials
+// moves, by far more than the float32 totals' rounding.
+func cancelling(P, dq, dt *kernels.Mat) {
+	for i := range P.Rows {
+		fillAll(dq.Row(i)[P.Cols:], 1)
+		fillAll(dt.Row(i), 1)
+	}
+	nb := TermsBlocks(P.Len())
+	if P.Rows < 2*nb {
+		return
+	}
+	for b := 1; b < nb; b++ {
+		lo := b * P.Rows / nb
+		fillAll(P.Row(lo-1), 0x1p40)
+		fillAll(P.Row(lo), -0x1p40)
+	}
+}
+
+// The source and destination terms and their backward, with blocks of
+// rows past one (kernels' grain: 2^14 values), row counts the blocks do
+// not divide, more blocks than rows, special values, and sums that show
+// where the blocks are cut.
+func TestAttentionTerms(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	shapes := [][3]int{{0, 1, 1}, {1, 1, 1}, {70, 3, 5}, {70, 16, 9}, {33, 10, 17}, {20000, 1, 1}, {3000, 4, 6},
+		{3001, 4, 6}, {999, 3, 7}, {2, 8, 5000}}
+	for _, s := range shapes {
+		rows, heads, width := s[0], s[1], s[2]
+		hw := heads * width
+		at := &kernels.Attention{Heads: heads, Width: width}
+		for _, kind := range []string{"normal", "specials", "cancelling"} {
+			P, aSrc, aDst := randMat(r, rows, hw), randMat(r, heads, width), randMat(r, heads, width)
+			dq, dt := randMat(r, rows, at.SourceCols()), randMat(r, rows, heads)
+			switch kind {
+			case "specials":
+				for _, m := range []*kernels.Mat{P, aSrc, aDst, dq, dt} {
+					withSpecials(r, m)
+				}
+			case "cancelling":
+				cancelling(P, dq, dt)
+			}
+			what := fmt.Sprintf("rows %d heads %d width %d %s", rows, heads, width, kind)
+
+			q, tt := kernels.NewMat(rows, at.SourceCols()), kernels.NewMat(rows, heads)
+			fillAll(q.Data, float32(math.NaN()))
+			fillAll(tt.Data, float32(math.NaN()))
+			cpu.AttentionTerms(at, P, aSrc, aDst, q, tt)
+			gq, gt := filled(q.Len(), unwritten), filled(tt.Len(), unwritten)
+			AttentionTerms(rows, heads, width, P.Data, aSrc.Data, aDst.Data, gq, gt)
+			same(t, "AttentionTerms q "+what, gq, q.Data)
+			same(t, "AttentionTerms t "+what, gt, tt.Data)
+
+			dP, daSrc, daDst := kernels.NewMat(rows, hw), kernels.NewMat(heads, width), kernels.NewMat(heads, width)
+			for _, m := range []*kernels.Mat{dP, daSrc, daDst} {
+				fillAll(m.Data, float32(math.NaN()))
+			}
+			cpu.AttentionTermsBackward(at, P, aSrc, aDst, dq, dt, dP, daSrc, daDst)
+			gdP, gdaSrc, gdaDst := filled(dP.Len(), unwritten), filled(hw, unwritten), filled(hw, unwritten)
+			AttentionTermsBackward(rows, TermsBlocks(P.Len()), heads, width, P.Data, aSrc.Data, aDst.Data, dq.Data, dt.Data,
+				gdP, gdaSrc, gdaDst)
+			same(t, "AttentionTermsBackward dP "+what, gdP, dP.Data)
+			same(t, "AttentionTermsBackward daSrc "+what, gdaSrc, daSrc.Data)
+			same(t, "AttentionTermsBackward daDst "+what, gdaDst, daDst.Data)
+		}
+	}
+}
+
+// eluInputs: a million bit patterns spread over all 2^32, the specials,
+// every float in steps of 2^-16 over [-2, 0] and the neighbours of
+// Expm1's branch points (|x| = ln2/2, 1.5 ln2, 56 ln2, the exponents k =
+// 2, 20, 56 of its reduction, 2^-54).
+func eluInputs() []float32 {
+	x := append([]float32(nil), specials...)
+	for u := uint64(0); u < 1<<32; u += 4099 {
+		x = append(x, math.Float32frombits(uint32(u)))
+	}
+	for v := float32(-2); v <= 0; v += 1.0 / 65536 {
+		x = append(x, v)
+	}
+	for _, b := range []float64{0.5 * math.Ln2, 1.5 * math.Ln2, 56 * math.Ln2, 1.5 * math.Ln2, 19.5 * math.Ln2,
+		20.5 * math.Ln2, 55.5 * math.Ln2, 0x1p-54, 88.7, 0.25} {
+		c := math.Float32bits(float32(b))
+		for d := uint32(0); d < 64; d++ {
+			for _, s := range []float32{1, -1} {
+				x = append(x, s*math.Float32frombits(c-32+d))
+			}
+		}
+	}
+	return x
+}
+
+func TestELU(t *testing.T) {
+	x := eluInputs()
+	xm := &kernels.Mat{Rows: 1, Cols: len(x), Data: x}
+	want, got := kernels.NewMat(1, len(x)), make([]float32, len(x))
+	cpu.ELU(xm, want)
+	ELU(x, got)
+	same(t, "ELU", got, want.Data)
+
+	// The backward from ELU's outputs and from any value, special or not.
+	r := rand.New(rand.NewPCG(27, 28))
+	dy := withSpecials(r, randMat(r, 1, len(x)))
+	dx, gdx := kernels.NewMat(1, len(x)), make([]float32, len(x))
+	for _, y := range []*kernels.Mat{want, xm} {
+		cpu.ELUBackward(y, dy, dx)
+		ELUBackward(y.Data, dy.Data, gdx)
+		same(t, "ELUBackward", gdx, dx.Data)
+	}
+}
+
+// ELU on every float32 (a minute and a half on 2 cores, in either build):
+// GNN_SPMD_ELU_EXHAUSTIVE=1.
+func TestELUExhaustive(t *testing.T) {
+	if os.Getenv("GNN_SPMD_ELU_EXHAUSTIVE") == "" {
+		t.Skip("GNN_SPMD_ELU_EXHAUSTIVE is not set")
+	}
+	const n = 1 << 24
+	x, got := make([]float32, n), make([]float32, n)
+	want := kernels.NewMat(1, n)
+	xm := &kernels.Mat{Rows: 1, Cols: n, Data: x}
+	for base := uint64(0); base < 1<<32; base += n {
+		for k := range x {
+			x[k] = math.Float32frombits(uint32(base + uint64(k)))
+		}
+		cpu.ELU(xm, want)
+		ELU(x, got)
+		same(t, fmt.Sprintf("ELU from %#x", base), got, want.Data)
 	}
 }
