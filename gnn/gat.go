@@ -82,7 +82,7 @@ func (c ModelConfig) gatParamShapes(l int) []ParamShape {
 func (m *Model) newGAT(rng *rand.Rand, recompute bool) error {
 	ad, ok := m.dev.(kernels.AttentionDevice)
 	if !ok {
-		return fmt.Errorf("model gat: the attention kernels run on the CPU device only")
+		return fmt.Errorf("model gat: device %T has no attention kernels", m.dev)
 	}
 	cfg, v, dev := m.Config, m.view, m.dev
 	own, rows := v.NumOwned, v.NumOwned+v.NumHalo

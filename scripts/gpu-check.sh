@@ -49,7 +49,7 @@ check exchange "$bundle/bin/job.test" -test.v -test.count=1 -test.run GPU
 step "throughput (GB/s of float32 input; copy = the device's own limit)"
 "$bundle/bin/kernels-cuda.test" -test.run '^$' -test.bench . -test.benchtime 50x | tee "$out/bench.txt"
 
-step "one rank: GPU loss against CPU loss, same graph and seed"
+step "one rank: GPU loss against CPU loss, same graph and seed (GraphSAGE, then GAT)"
 g=$out/csbm-200k.h5
 "$bin" gen --out "$g" --nodes 200000 --classes 10 --degree 16 --homophily 0.7 --features 100 --snr 0.6 --seed 1
 common=(train --data "$g" --layers 3 --hidden 128 --epochs 10 --seed 3 --quiet)
@@ -67,6 +67,10 @@ sys.exit(0 if len(la) == len(lb) and worst <= tol else 1)
 PY
 }
 check one-rank-loss loss_match "$out/one-gpu.jsonl" "$out/one-cpu.jsonl" 1e-4
+gat=(train --data "$g" --model gat --layers 2 --heads 8 --hidden 8 --out-heads 1 --epochs 10 --seed 3 --quiet)
+"$bin" "${gat[@]}" --device cuda --metrics "$out/gat-gpu.jsonl"
+"$bin" "${gat[@]}" --device cpu --metrics "$out/gat-cpu.jsonl"
+check gat-loss loss_match "$out/gat-gpu.jsonl" "$out/gat-cpu.jsonl" 1e-4
 
 step "4 ranks on the one GPU: VARCO quantized halo rows against full communication"
 q=(train --data "$g" --ranks 4 --partition metis --layers 3 --hidden 128 --epochs 60 --seed 3 --device cuda)

@@ -94,8 +94,6 @@ func (s *Spec) Validate() error {
 		return specErrorf("train: --gpu: got %d, expected a GPU ordinal >= 0", s.GPU)
 	case s.GPU >= 0 && s.Device != "cuda":
 		return specErrorf("train: --gpu applies to --device cuda")
-	case s.Run.Model == "gat" && s.Device != "cpu":
-		return specErrorf("train: --model gat runs on --device cpu only (the CUDA device has no attention kernels yet)")
 	case s.Recompute && s.Run.Model != "gat":
 		return specErrorf("train: --recompute applies to --model gat")
 	case s.Reorder != gnn.OrderNone && s.Reorder != gnn.OrderRCM:
