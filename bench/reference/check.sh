@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fairness check: the PyTorch reference (bench/reference/train.py) must train
 # the same model as ours. For a small generated graph and, if present,
-# ../shared/data/amazon_photo, for sage and gcn, with ours run for EPOCHS
-# epochs (1 rank, dropout 0, seed 0, a checkpoint after every epoch):
+# ../shared/data/amazon_photo, for sage, gcn and gat, and ../shared/data/cora
+# for gat, with ours run for EPOCHS epochs (1 rank, dropout 0, seed 0, a
+# checkpoint after every epoch):
 #
 #   step (pass/fail): from ours' state at every epoch E (epoch 0: the weights
 #       the reference draws from the same seed; E >= 1: ours' checkpoint with
@@ -13,14 +14,22 @@
 #       against ours, epoch by epoch. Rounding differences grow over a run
 #       (a ReLU input within rounding of zero flips its mask; Adam turns a
 #       near-zero gradient into a full step), so whole runs drift apart even
-#       between two builds of ours. When `go` is available the script builds
-#       ours without OpenBLAS (gonum's gemm: another summation order) and
-#       prints that drift (ours vs ours) next to the reference's.
+#       between two builds of ours. The script also runs ours with its
+#       dense products in gonum instead of OpenBLAS (GNN_SPMD_BLAS=none:
+#       another summation order) and prints that drift (ours vs ours) next
+#       to the reference's.
+#
+# SAGE and GCN: LAYERS layers of HIDDEN. GAT: GAT_LAYERS layers, GAT_HEADS
+# heads of GAT_HIDDEN in the hidden layers, GAT_OUT_HEADS averaged output
+# heads, lr GAT_LR, attention dropout 0.
 #
 # usage: bench/reference/check.sh        (from the repo root, after make build)
+#        MODELS=gat bench/reference/check.sh     (only the GAT cases)
 # env:   GNN_SPMD (binary, default bin/gnn-spmd), PYTHON (default /usr/bin/python3),
-#        TOL (1e-4), FWD_TOL (1e-5), EPOCHS (30), THREADS (1), NODES (2000),
-#        LAYERS (3), HIDDEN (256), NOISE=0 to skip the gonum build, PHOTO (amazon_photo dir),
+#        MODELS ("sage gcn gat"), TOL (1e-4), FWD_TOL (1e-5), EPOCHS (30), THREADS (1),
+#        NODES (2000), LAYERS (3), HIDDEN (256), GAT_LAYERS (2), GAT_HEADS (8),
+#        GAT_HIDDEN (8), GAT_OUT_HEADS (1), GAT_LR (0.005), NOISE=0 to skip the
+#        gonum runs, PHOTO (amazon_photo dir), CORA (cora dir),
 #        WORK (scratch dir; default a new temp dir, removed on success)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,6 +43,16 @@ NODES=${NODES:-2000}
 LAYERS=${LAYERS:-3}
 HIDDEN=${HIDDEN:-256}
 NOISE=${NOISE:-1}
+MODELS=${MODELS:-sage gcn gat}
+GAT_LAYERS=${GAT_LAYERS:-2}
+GAT_HEADS=${GAT_HEADS:-8}
+GAT_HIDDEN=${GAT_HIDDEN:-8}
+GAT_OUT_HEADS=${GAT_OUT_HEADS:-1}
+GAT_LR=${GAT_LR:-0.005}
+for model in $MODELS; do
+	[[ $model == sage || $model == gcn || $model == gat ]] || { echo "check: MODELS: unknown model $model" >&2; exit 2; }
+done
+has_model() { [[ " $MODELS " == *" $1 "* ]]; }
 REF=bench/reference
 if [[ -z ${WORK:-} ]]; then
 	WORK=$(mktemp -d /tmp/refcheck.XXXXXX)
@@ -46,18 +65,6 @@ fi
 export GOMAXPROCS=$THREADS OPENBLAS_NUM_THREADS=$THREADS OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
 "$PY" -c 'import torch; print("torch", torch.__version__)'
 
-ALT=
-if [[ $NOISE == 1 ]]; then
-	GO=$(command -v go || echo /usr/local/go/bin/go)
-	if [[ -x $GO ]] && CGO_CFLAGS=${CGO_CFLAGS:--I/usr/include/hdf5/serial} \
-		CGO_LDFLAGS=${CGO_LDFLAGS:--L/usr/lib/x86_64-linux-gnu/hdf5/serial} GOMAXPROCS= \
-		"$GO" build -tags cpu -o "$WORK/gnn-spmd-gonum" ./cmd/gnn-spmd 2>"$WORK/gonum-build.log"; then
-		ALT=$WORK/gnn-spmd-gonum
-	else
-		echo "check: could not build ours with gonum (see $WORK/gonum-build.log): no ours-vs-ours drift"
-	fi
-fi
-
 datasets=()
 "$BIN" gen --out "$WORK/gen$NODES.h5" --nodes "$NODES" --seed 1 >/dev/null
 datasets+=("$WORK/gen$NODES.h5")
@@ -68,13 +75,28 @@ if [[ -d $PHOTO ]]; then
 else
 	echo "check: $PHOTO is absent: skipping amazon_photo"
 fi
+CORA=${CORA:-../shared/data/cora}
+if has_model gat; then
+	if [[ -d $CORA ]]; then
+		"$BIN" convert --data "$CORA" --out "$WORK/cora.h5" >/dev/null
+		datasets+=("$WORK/cora.h5")
+	else
+		echo "check: $CORA is absent: skipping cora"
+	fi
+fi
 
 fail=0
 for data in "${datasets[@]}"; do
 	name=$(basename "$data" .h5)
-	for model in sage gcn; do
+	for model in $MODELS; do
+		[[ $name == cora && $model != gat ]] && continue # cora: the GAT cases only
 		tag="$WORK/$name-$model"
-		common=(--data "$data" --model "$model" --layers "$LAYERS" --hidden "$HIDDEN" --seed 0 --dropout 0)
+		if [[ $model == gat ]]; then
+			common=(--data "$data" --model gat --layers "$GAT_LAYERS" --hidden "$GAT_HIDDEN" --heads "$GAT_HEADS"
+				--out-heads "$GAT_OUT_HEADS" --lr "$GAT_LR" --seed 0 --dropout 0 --attn-dropout 0)
+		else
+			common=(--data "$data" --model "$model" --layers "$LAYERS" --hidden "$HIDDEN" --seed 0 --dropout 0)
+		fi
 		mkdir -p "$tag-ck"
 		"$BIN" train "${common[@]}" --ranks 1 --threads "$THREADS" --epochs "$EPOCHS" --metrics "$tag-ours.jsonl" \
 			--checkpoint "$tag-ck/ck.h5" --checkpoint-every 1 --keep "$EPOCHS" --quiet --progress lines >"$tag-ours.log"
@@ -82,9 +104,12 @@ for data in "${datasets[@]}"; do
 			"$tag-ours.jsonl" "$tag-ck"/ck.h5* -- "${common[@]}" --threads "$THREADS" || fail=1
 		"$PY" $REF/train.py "${common[@]}" --threads "$THREADS" --epochs "$EPOCHS" >"$tag-ref.jsonl"
 		"$PY" $REF/compare.py "$tag-ours.jsonl" "$tag-ref.jsonl" "$name $model run: ours vs reference" || fail=1
-		if [[ -n $ALT ]]; then
-			"$ALT" train "${common[@]}" --ranks 1 --threads "$THREADS" --epochs "$EPOCHS" --metrics "$tag-gonum.jsonl" \
-				--quiet --progress lines >/dev/null
+		if [[ $NOISE == 1 ]]; then
+			# The same binary with its dense products in gonum instead of the
+			# CBLAS it loads (GNN_SPMD_BLAS=none): another summation order.
+			GNN_SPMD_BLAS=none "$BIN" train "${common[@]}" --ranks 1 --threads "$THREADS" --epochs "$EPOCHS" --metrics "$tag-gonum.jsonl" \
+				--quiet --progress lines >"$tag-gonum.log"
+			grep -q "gemm gonum" "$tag-ours.log" && echo "check: ours found no CBLAS: its gonum run is the same computation"
 			"$PY" $REF/compare.py "$tag-ours.jsonl" "$tag-gonum.jsonl" "$name $model run: ours vs ours(gonum)" || fail=1
 		fi
 		rm -rf "$tag-ck"

@@ -6,13 +6,17 @@
 #   ours <mean s/epoch>  torch <mean s/epoch>  ratio <ours/torch>  peak RSS ours <MiB> torch <MiB>
 #
 # Both run 3-layer GraphSAGE-256 (MODEL=gcn for GCN), full batch, one process,
-# dropout 0, seed 0. Means leave out epoch 0 (warm-up); EPOCHS >= 2. Epoch time is
+# dropout 0, seed 0. MODEL=gat runs GAT with the flags in GAT_ARGS (default
+# 2 layers, 8 heads of 8, 1 output head; attention dropout 0), the same for
+# both. Means leave out epoch 0 (warm-up); EPOCHS >= 2. Epoch time is
 # forward + loss + backward + optimizer step (and the accuracy count from the
 # training logits, in both). Ours runs `train --ranks 1 --threads T` with
 # GOMAXPROCS=T; the reference torch.set_num_threads(T); both get
 # OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=T. Peak RSS is each process's
 # getrusage ru_maxrss (dataset loading included, for both).
 # env: GNN_SPMD (default bin/gnn-spmd), PYTHON (default /usr/bin/python3), MODEL (sage),
+#      GAT_ARGS (MODEL=gat: "--layers 2 --heads 8 --hidden 8 --out-heads 1"),
+#      TORCH_ARGS (extra flags for the reference only, e.g. "--gat-agg csr"),
 #      KEEP=DIR to keep both runs' outputs there.
 set -euo pipefail
 if (($# != 3)); then
@@ -34,10 +38,18 @@ else
 fi
 export GOMAXPROCS=$T OPENBLAS_NUM_THREADS=$T OMP_NUM_THREADS=$T MKL_NUM_THREADS=$T
 
-"$BIN" train --data "$DATA" --ranks 1 --model "$MODEL" --hidden 256 --layers 3 --epochs "$EPOCHS" \
+if [[ $MODEL == gat ]]; then
+	read -r -a arch <<<"${GAT_ARGS:---layers 2 --heads 8 --hidden 8 --out-heads 1}"
+	arch+=(--attn-dropout 0)
+else
+	arch=(--hidden 256 --layers 3)
+fi
+read -r -a extra <<<"${TORCH_ARGS:-}"
+
+"$BIN" train --data "$DATA" --ranks 1 --model "$MODEL" "${arch[@]}" --epochs "$EPOCHS" \
 	--threads "$T" --dropout 0 --seed 0 --metrics "$OUT/ours.jsonl" --quiet --progress lines >"$OUT/ours.log"
-"$PY" bench/reference/train.py --data "$DATA" --model "$MODEL" --hidden 256 --layers 3 --epochs "$EPOCHS" \
-	--threads "$T" --dropout 0 --seed 0 >"$OUT/torch.jsonl"
+"$PY" bench/reference/train.py --data "$DATA" --model "$MODEL" "${arch[@]}" --epochs "$EPOCHS" \
+	--threads "$T" --dropout 0 --seed 0 "${extra[@]}" >"$OUT/torch.jsonl"
 
 "$PY" - "$OUT/ours.jsonl" "$OUT/torch.jsonl" <<'EOF'
 import json, sys

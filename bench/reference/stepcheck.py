@@ -54,7 +54,7 @@ def main():
     T.setup_threads(args)
     g = T.Graph(args)
 
-    starts = [(0, T.init_params(args.model, g.dims, args.seed), 0, None)]
+    starts = [(0, T.init_params(args.model, g.dims, args.seed, args), 0, None)]
     for path in ckpts:
         pnp, e, step, moments = T.read_checkpoint(path, args, g)
         starts.append((e, pnp, step, moments))

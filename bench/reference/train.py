@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 """PyTorch reference of gnn-spmd's model, to time our epochs against.
 
-The same maths as gnn/model.go, gnn/local.go, gnn/train.go and
-kernels/adam.go, full batch on one process:
+The same maths as gnn/model.go, gnn/local.go, gnn/gat.go, gnn/train.go,
+kernels/attention.go and kernels/adam.go, full batch on one process:
 
   SAGE layer  y = X Ws + A X Wn + b, A[i,j] = 1/indeg(i) (no self-loops added)
   GCN layer   y = A X W + b, self-loops added where missing,
               A[i,j] = 1/sqrt(deg(i) deg(j)) with deg the in-degree after that
   ReLU between layers, none after the last; no dropout by default
+  GAT layer   graph attention over A + I (see the GAT section below): heads
+              concatenated and ELU in hidden layers, averaged in the last;
+              weight decay on W, a_src and a_dst (ours' Decay), not the bias
   loss        mean softmax cross-entropy over the split's training nodes,
               computed in float64 from the float32 logits (as ours)
   optimizer   torch.optim.Adam, lr 0.01, betas (0.9, 0.999), eps 1e-8, all
@@ -51,6 +54,7 @@ import torch
 import torch.nn.functional as F
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+warnings.filterwarnings("ignore", message="scatter_reduce\\(\\) is in beta")
 
 MASK64 = (1 << 64) - 1
 
@@ -222,24 +226,343 @@ def set_openblas_threads(n):
 
 
 # ---------------------------------------------------------------------------
+# GAT (gnn/gat.go, kernels/attention.go)
+#
+# Layer l: P = X W (heads*width wide, head after head); per head h the
+# source and destination terms s_j = <a_src_h, P_j,h>, t_i = <a_dst_h, P_i,h>;
+# for every edge j -> i of A + I (self-loops added where missing, duplicate
+# edges kept as separate edges, as ours) the score e = LeakyReLU_0.2(t_i + s_j),
+# alpha = softmax of e over i's incoming edges, c = dropout(alpha), and
+# out_i,h = sum_j c_ij,h P_j,h. Hidden layers concatenate the heads, add the
+# bias and apply ELU; the last layer averages its heads and adds the bias.
+#
+# The layer is PyG's GATConv in plain torch ops: the scores are gathered per
+# edge by source and destination index, the softmax per destination is the
+# numerically stable one (shifted by the row maximum), and the output is the
+# coefficient-weighted sum of the sources' rows. Three implementations, the
+# same maths (--gat-agg):
+#   gather   the textbook version, autograd throughout (gat_attention_autograd):
+#            P[src] gathered per edge, scaled, summed by destination
+#            (scatter_reduce amax, scatter_add, index_add). Autograd keeps
+#            E x heads x width floats for the product and as much again for
+#            each gradient: 5.4 GB apiece on the 1M-node benchmark graph
+#            (21M edges with self-loops, 8 heads of 8). For comparison only.
+#   segment  (default) GATAttention, one torch.autograd.Function for softmax
+#            and aggregation whose backward is written with torch ops. Edges
+#            are in destination order (CSR) and, for the backward, also in
+#            source order; everything runs over chunks of about --gat-chunk
+#            edges made of whole rows: gather the chunk's source rows of P,
+#            scale them in place by the coefficients, and sum each row's run
+#            with torch.segment_reduce. The backward gathers g_i by source,
+#            takes d(c) = <g_i, P_j> and d(P_j) = sum c g_i from the same
+#            rows, then runs the softmax's backward by destination. Only the
+#            coefficients, the scores' signs (and dropout factors) are kept,
+#            E x heads each, in buffers reused from epoch to epoch.
+#   csr      as segment, but the aggregation is a torch sparse CSR matrix per
+#            head whose values are the coefficients, times P_h (the backward:
+#            its transpose times g_h).
+# The README's GAT section gives the times that chose segment.
+
+GAT_SLOPE = 0.2
+
+
+def gat_heads(args, classes, l):
+    """gnn.ModelConfig.gatHeads: (heads, width) of layer l."""
+    if l == args.layers - 1:
+        return max(1, args.out_heads), classes
+    return max(1, args.heads), args.hidden
+
+
+def sort_rows(n, indptr, indices):
+    """Each row's sources in increasing order, duplicates kept (a permutation
+    within rows: the softmax and the sums do not depend on it, up to rounding)."""
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    key = rows * n + indices
+    if len(key) < 2 or bool(np.all(key[1:] >= key[:-1])):
+        return indices
+    return np.ascontiguousarray((np.sort(key) % n).astype(np.int32))
+
+
+def chunk_bounds(ptr, chunk):
+    """Node ranges [a, b) of about `chunk` edges each (at least one node)."""
+    n, e = len(ptr) - 1, int(ptr[-1])
+    cuts = np.searchsorted(ptr, np.arange(chunk, e, chunk), side="right") - 1
+    cuts = np.unique(np.concatenate(([0], cuts, [n])))
+    return [(int(a), int(b), int(ptr[a]), int(ptr[b])) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+
+
+class GATGraph:
+    """A + I as edge lists, by destination (CSR order) and by source."""
+
+    def __init__(self, n, indptr, indices, agg, chunk):
+        indices = sort_rows(n, indptr, indices)
+        deg = np.diff(indptr)
+        self.n, self.nnz, self.agg = n, int(indptr[-1]), agg
+        self.lens = torch.from_numpy(deg.astype(np.int64))  # in-degree, >= 1 (self-loops)
+        self.dst = torch.from_numpy(np.repeat(np.arange(n, dtype=np.int64), deg))
+        self.src = torch.from_numpy(indices.astype(np.int64))
+        self.chunks = chunk_bounds(indptr, chunk)
+        if agg == "gather":
+            return
+        # By source: edge k_T = by_src[x], sources ascending, destinations
+        # ascending within a source (a stable sort of the CSR order).
+        order = np.argsort(indices, kind="stable")
+        out_deg = np.bincount(indices, minlength=n).astype(np.int64)  # >= 1 (self-loops)
+        ptr_t = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(out_deg, out=ptr_t[1:])
+        self.by_src = torch.from_numpy(order.astype(np.int64))
+        self.src_lens = torch.from_numpy(out_deg)
+        self.dst_by_src = self.dst.index_select(0, self.by_src)
+        self.chunks_t = chunk_bounds(ptr_t, chunk)
+        if agg != "csr":
+            return
+        # The CSR needs distinct columns per row: duplicate edges (adjacent
+        # now) become one entry whose value is the sum of their coefficients.
+        rows = np.repeat(np.arange(n, dtype=np.int64), deg)
+        first = np.ones(len(indices), dtype=bool)
+        first[1:] = (indices[1:] != indices[:-1]) | (rows[1:] != rows[:-1])
+        starts = np.flatnonzero(first)
+        del first
+        self.run_lens = None
+        if len(starts) < len(indices):
+            self.run_lens = torch.from_numpy(np.diff(np.append(starts, len(indices))).astype(np.int64))
+        mrows = rows[starts]
+        del rows
+        mcol = indices[starts]
+        mptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(mrows, minlength=n), out=mptr[1:])
+        itype = np.int32 if len(mcol) < 2**31 else np.int64
+        self.crow = torch.from_numpy(mptr.astype(itype))
+        self.col = torch.from_numpy(mcol.astype(itype))
+        torder = np.argsort(mcol, kind="stable")
+        tptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(mcol, minlength=n), out=tptr[1:])
+        self.crow_t = torch.from_numpy(tptr.astype(itype))
+        self.col_t = torch.from_numpy(mrows[torder].astype(itype))
+        self.perm_t = torch.from_numpy(torder.astype(np.int64))
+        self.merged_src = torch.from_numpy(mcol.astype(np.int64))
+        self.merged_dst = torch.from_numpy(mrows)
+
+    def merge(self, c):
+        """Per-edge values (E x heads) -> per CSR entry (duplicates summed)."""
+        return c if self.run_lens is None else torch.segment_reduce(c, "sum", lengths=self.run_lens, axis=0)
+
+    def unmerge(self, v):
+        return v if self.run_lens is None else v.repeat_interleave(self.run_lens, dim=0)
+
+
+def csr_heads(crow, col, vals, x, heads, width, n):
+    """out[:, h] = CSR(crow, col, vals[h]) @ x[:, h] for each head h."""
+    out = torch.empty(n, heads * width)
+    for h in range(heads):
+        a = torch.sparse_csr_tensor(crow, col, vals[h], size=(n, n))
+        out[:, h * width:(h + 1) * width] = a.matmul(x[:, h * width:(h + 1) * width].contiguous())
+    return out
+
+
+class GATWorkspace:
+    """One layer's per-edge buffers, kept from epoch to epoch (E x heads):
+    the coefficients, the scores' signs, the dropout factors and the
+    coefficients' gradients. Fresh tensors of that size cost page faults on
+    every epoch (the forward's values must live until the backward anyway)."""
+
+    def __init__(self):
+        self.bufs = {}
+
+    def get(self, name, shape, dtype=torch.float32):
+        b = self.bufs.get(name)
+        if b is None or b.shape != shape or b.dtype != dtype:
+            b = self.bufs[name] = torch.empty(shape, dtype=dtype)
+        return b
+
+
+class GATAttention(torch.autograd.Function):
+    """Softmax over each destination's edges and the coefficient-weighted sum.
+
+    p: N x heads*width (the projected features); st: N x 2*heads, the source
+    terms then the destination terms. Returns N x heads*width (heads
+    concatenated) or N x width (mean: averaged). Runs over chunks of about
+    --gat-chunk edges (whole destinations, or whole sources), so that every
+    temporary is chunk-sized; keeps the coefficients (E x heads), the scores'
+    signs and the dropout factors in ws for the backward."""
+
+    @staticmethod
+    def forward(ctx, p, st, gg, ws, heads, width, mean, attn_dropout, training):
+        n, e = gg.n, gg.nnz
+        s, t = st[:, :heads].contiguous(), st[:, heads:].contiguous()
+        alpha = ws.get("alpha", (e, heads))
+        pos = ws.get("pos", (e, heads), torch.bool)
+        drop = training and attn_dropout > 0
+        keep = ws.get("keep", (e, heads)) if drop else None
+        seg = gg.agg == "segment"
+        out = torch.empty(n, heads * width)
+        for a, b, k0, k1 in gg.chunks:
+            ln = gg.lens[a:b]
+            z = s.index_select(0, gg.src[k0:k1])
+            z += t[a:b].repeat_interleave(ln, dim=0)
+            torch.gt(z, 0, out=pos[k0:k1])
+            F.leaky_relu_(z, GAT_SLOPE)
+            z -= torch.segment_reduce(z, "max", lengths=ln, axis=0).repeat_interleave(ln, dim=0)
+            z.exp_()
+            z /= torch.segment_reduce(z, "sum", lengths=ln, axis=0).repeat_interleave(ln, dim=0)
+            alpha[k0:k1] = z
+            if drop:
+                kp = keep[k0:k1]
+                kp.bernoulli_(1 - attn_dropout).mul_(1 / (1 - attn_dropout))
+                z *= kp
+            if seg:
+                rows = p.index_select(0, gg.src[k0:k1])
+                rows.view(-1, heads, width).mul_(z.unsqueeze(2))
+                out[a:b] = torch.segment_reduce(rows, "sum", lengths=ln, axis=0)
+        if not seg:  # csr: per head, the coefficients as a sparse matrix's values
+            c = alpha * keep if drop else alpha
+            out = csr_heads(gg.crow, gg.col, gg.merge(c).t().contiguous(), p, heads, width, n)
+            del c
+        if mean and heads > 1:
+            out = out.view(n, heads, width).mean(1)
+        ctx.save_for_backward(p)
+        ctx.gg, ctx.ws, ctx.drop = gg, ws, drop
+        ctx.dims = (heads, width, mean)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        (p,) = ctx.saved_tensors
+        gg, ws, drop = ctx.gg, ctx.ws, ctx.drop
+        heads, width, mean = ctx.dims
+        n, e = gg.n, gg.nnz
+        alpha, pos = ws.get("alpha", (e, heads)), ws.get("pos", (e, heads), torch.bool)
+        keep = ws.get("keep", (e, heads)) if drop else None
+        dout = dout.contiguous()
+        if mean and heads > 1:  # every head gets d(out) / heads
+            g = (dout / heads).unsqueeze(1).expand(n, heads, width).reshape(n, heads * width)
+        else:
+            g = dout
+        # d(c_k) = <g_i, P_j> per head for edge k = (j -> i), into dc, and
+        # d(P_j) = sum over j's edges of c_k g_i.
+        dc = ws.get("dc", (e, heads))
+        if gg.agg == "segment":  # by source: j's edges are a run
+            dp = torch.empty(n, heads * width)
+            for a, b, k0, k1 in gg.chunks_t:
+                ln = gg.src_lens[a:b]
+                edges = gg.by_src[k0:k1]
+                gi = g.index_select(0, gg.dst_by_src[k0:k1])
+                pj = p[a:b].repeat_interleave(ln, dim=0)
+                pj.mul_(gi)
+                dc.index_copy_(0, edges, pj.view(-1, heads, width).sum(2))
+                c = alpha.index_select(0, edges)
+                if drop:
+                    c *= keep.index_select(0, edges)
+                gi.view(-1, heads, width).mul_(c.unsqueeze(2))
+                dp[a:b] = torch.segment_reduce(gi, "sum", lengths=ln, axis=0)
+        else:  # csr: d(c) by destination chunks, d(P) = A_c^T g per head
+            for a, b, k0, k1 in gg.chunks:
+                gi = g[a:b].repeat_interleave(gg.lens[a:b], dim=0)
+                gi.mul_(p.index_select(0, gg.src[k0:k1]))
+                torch.sum(gi.view(-1, heads, width), 2, out=dc[k0:k1])
+            c = alpha * keep if drop else alpha
+            dp = csr_heads(gg.crow_t, gg.col_t, gg.merge(c).index_select(0, gg.perm_t).t().contiguous(), g, heads, width, n)
+            del c
+        # By destination: dropout, the softmax's
+        # d(e_k) = alpha_k (d(alpha_k) - sum_l alpha_l d(alpha_l)), LeakyReLU';
+        # dz (in dc) and d(t) = sum of the row's dz.
+        dst_ = torch.empty(n, 2 * heads)
+        for a, b, k0, k1 in gg.chunks:
+            ln = gg.lens[a:b]
+            da = dc[k0:k1]
+            if drop:
+                da *= keep[k0:k1]
+            al = alpha[k0:k1]
+            dot = torch.segment_reduce(al * da, "sum", lengths=ln, axis=0)
+            da -= dot.repeat_interleave(ln, dim=0)
+            da *= al
+            da *= pos[k0:k1].to(torch.float32).mul_(1 - GAT_SLOPE).add_(GAT_SLOPE)  # LeakyReLU': 1 or the slope
+            dst_[a:b, heads:] = torch.segment_reduce(da, "sum", lengths=ln, axis=0)
+        # d(s_j) = sum of dz over j's edges, by source.
+        for a, b, k0, k1 in gg.chunks_t:
+            dst_[a:b, :heads] = torch.segment_reduce(dc.index_select(0, gg.by_src[k0:k1]), "sum",
+                                                    lengths=gg.src_lens[a:b], axis=0)
+        return dp, dst_, None, None, None, None, None, None, None
+
+
+def gat_attention_autograd(p, s, t, gg, heads, width, mean, attn_dropout, training):
+    """The textbook version (PyG's GATConv with torch ops), autograd throughout."""
+    n = gg.n
+    e = F.leaky_relu(s.index_select(0, gg.src) + t.index_select(0, gg.dst), GAT_SLOPE)
+    idx = gg.dst.view(-1, 1).expand(-1, heads)
+    m = torch.full((n, heads), -math.inf).scatter_reduce(0, idx, e.detach(), "amax", include_self=True)
+    ex = (e - m.index_select(0, gg.dst)).exp()
+    den = torch.zeros(n, heads).scatter_add(0, idx, ex)
+    alpha = ex / den.index_select(0, gg.dst)
+    alpha = F.dropout(alpha, attn_dropout, training)
+    msg = p.view(n, heads, width).index_select(0, gg.src) * alpha.unsqueeze(-1)
+    out = torch.zeros(n, heads, width).index_add(0, gg.dst, msg)
+    return out.mean(1) if mean else out.view(n, heads * width)
+
+
+def attention_terms(a_src, a_dst):
+    """The heads*width x 2*heads matrix M with P M = [s | t]: block-diagonal
+    columns, a_src_h in column h and a_dst_h in column heads+h."""
+    return torch.cat([torch.block_diag(*a_src.unsqueeze(2)), torch.block_diag(*a_dst.unsqueeze(2))], 1)
+
+
+def gat_forward(layers, gg, x, args, dropout, training, ws):
+    h = x
+    for l, (w, a_src, a_dst, b) in enumerate(layers):
+        heads, width = a_src.shape
+        last = l == len(layers) - 1
+        if dropout > 0:
+            h = F.dropout(h, dropout, training)
+        p = h @ w
+        st = p @ attention_terms(a_src, a_dst)
+        if gg.agg == "gather":
+            y = gat_attention_autograd(p, st[:, :heads], st[:, heads:], gg, heads, width, last, args.attn_dropout, training)
+        else:
+            y = GATAttention.apply(p, st, gg, ws[l], heads, width, last, args.attn_dropout, training)
+        y = y + b
+        if not last:
+            y = F.elu(y)
+        h = y
+    return h
+
+
+# ---------------------------------------------------------------------------
 # Model
 
 def param_names(model, l):
-    """gnn.paramNames: (self, neigh, bias)."""
+    """gnn.paramNames: (self, neigh, bias); GAT (gatParamShapes): weight, attn_src, attn_dst, bias."""
     b = f"layer{l}.bias"
     if model == "sage":
         return f"layer{l}.self_weight", f"layer{l}.neigh_weight", b
+    if model == "gat":
+        return f"layer{l}.weight", f"layer{l}.attn_src", f"layer{l}.attn_dst", b
     return None, f"layer{l}.weight", b
 
 
-def dims(in_dim, hidden, classes, layers):
-    return [in_dim] + [hidden] * (layers - 1) + [classes]
+def dims(in_dim, hidden, classes, layers, model="sage", heads=1):
+    """gnn.ModelConfig.Dims: GAT's hidden layers are heads*hidden wide."""
+    h = hidden * max(1, heads) if model == "gat" else hidden
+    return [in_dim] + [h] * (layers - 1) + [classes]
 
 
-def init_params(model, d, seed):
-    """gnn.NewModel's parameters, in order: per layer self (SAGE), neigh, bias."""
+def init_params(model, d, seed, args=None):
+    """gnn.NewModel's parameters, in order: per layer self (SAGE), neigh, bias;
+    GAT (newGAT): the weight Glorot over (in, heads*width), then attn_src and
+    attn_dst, each uniform in +-sqrt(6/(width+1)) drawn row-major as
+    (2*Float64()-1)*bound, then the zero bias."""
     rng = GoPCG(seed, 0x9e3779b97f4a7c15)
     params = {}
+    if model == "gat":
+        for l in range(len(d) - 1):
+            heads, width = gat_heads(args, d[-1], l)
+            w, a_src, a_dst, b = param_names(model, l)
+            params[w] = glorot_like_go(rng, d[l], heads * width)
+            bound = math.sqrt(6.0 / (width + 1))
+            for name in (a_src, a_dst):
+                u = np.fromiter((rng.float64() for _ in range(heads * width)), dtype=np.float64, count=heads * width)
+                params[name] = ((2.0 * u - 1.0) * bound).astype(np.float32).reshape(heads, width)
+            params[b] = np.zeros((1, d[l + 1]), dtype=np.float32)
+        return params
     for l in range(len(d) - 1):
         s, w, b = param_names(model, l)
         for name in (s, w):
@@ -270,7 +593,7 @@ def parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="a gnn-spmd .h5 dataset")
     ap.add_argument("--split", default=None, help="split name (default: the first in sorted order, as ours)")
-    ap.add_argument("--model", default="sage", choices=["sage", "gcn"])
+    ap.add_argument("--model", default="sage", choices=["sage", "gcn", "gat"])
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--epochs", type=int, default=300,
@@ -278,6 +601,12 @@ def parser():
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--weight-decay", type=float, default=0.0, help="L2 on weights, not biases")
     ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--heads", type=int, default=1, help="GAT: heads of every hidden layer, concatenated (each --hidden wide)")
+    ap.add_argument("--out-heads", type=int, default=1, help="GAT: heads of the output layer, averaged")
+    ap.add_argument("--attn-dropout", type=float, default=0.0, help="GAT: dropout on the attention coefficients")
+    ap.add_argument("--gat-agg", default="segment", choices=["segment", "csr", "gather"],
+                    help="GAT: how the attention layer aggregates (see the GAT section); all give the same maths")
+    ap.add_argument("--gat-chunk", type=int, default=1 << 16, help="GAT segment/csr: edges per chunk")
     ap.add_argument("--seed", type=int, default=0, help="Glorot init drawn exactly as gnn-spmd --seed")
     ap.add_argument("--normalize-features", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads and OpenBLAS threads (0: all usable CPUs, as ours)")
@@ -291,18 +620,24 @@ class Graph:
 
     def __init__(self, args):
         n, classes, indptr, indices, xnp, ynp, split, parts = load_dataset(args.data, args.split, args.normalize_features)
-        if args.model == "gcn":
+        if args.model != "gat" and (args.heads > 1 or args.out_heads > 1 or args.attn_dropout != 0):
+            sys.exit(f"--heads, --out-heads and --attn-dropout apply to model gat, not {args.model}")
+        if args.model in ("gcn", "gat"):
             indptr, indices = with_self_loops(n, indptr, indices)
-        val = edge_weights(args.model, n, indptr, indices)
-        indptr, indices, val = coalesce(n, indptr, indices, val)
-        self.a = csr_tensor(indptr, indices, val, n)
-        self.at = csr_tensor(*transpose(n, indptr, indices, val), n)
+        self.a = self.at = self.gat = None
+        if args.model == "gat":
+            self.gat = GATGraph(n, indptr, indices, args.gat_agg, args.gat_chunk)
+        else:
+            val = edge_weights(args.model, n, indptr, indices)
+            indptr, indices, val = coalesce(n, indptr, indices, val)
+            self.a = csr_tensor(indptr, indices, val, n)
+            self.at = csr_tensor(*transpose(n, indptr, indices, val), n)
         self.n, self.nnz, self.classes, self.split = n, int(indptr[-1]), classes, split
         self.x = torch.from_numpy(xnp)
         self.y = torch.from_numpy(ynp)
         self.train, self.valid, self.test = (torch.from_numpy(parts[p]) for p in ("train", "valid", "test"))
         self.y_train = self.y[self.train]
-        self.dims = dims(self.x.shape[1], args.hidden, classes, args.layers)
+        self.dims = dims(self.x.shape[1], args.hidden, classes, args.layers, args.model, args.heads)
 
 
 def read_checkpoint(path, args, g):
@@ -316,7 +651,15 @@ def read_checkpoint(path, args, g):
             got = got.decode() if isinstance(got, bytes) else got
             if (str(got) if key == "model" else int(got)) != want:
                 sys.exit(f"{path}: {key}: checkpoint has {got}, this run {want}")
-        for key, mine in (("lr", args.lr), ("weight_decay", args.weight_decay), ("dropout", args.dropout)):
+        if args.model == "gat":
+            for key, want in (("heads", max(1, args.heads)), ("out_heads", max(1, args.out_heads))):
+                got = max(1, int(f.attrs.get(key, 1)))
+                if got != want:
+                    sys.exit(f"{path}: {key}: checkpoint has {got}, this run {want}")
+        for key, mine in (("lr", args.lr), ("weight_decay", args.weight_decay), ("dropout", args.dropout),
+                          ("attn_dropout", args.attn_dropout)):
+            if key not in f.attrs:
+                continue
             if float(f.attrs[key]) != mine:
                 print(f"warning: {path}: {key} was {float(f.attrs[key])}, this run uses {mine}", file=sys.stderr)
         pnp = {name: ds[...] for name, ds in f["params"].items()}
@@ -347,6 +690,7 @@ class Trainer:
                 ts.append(t)
             self.layers.append(tuple(ts))
         self.params = weights + biases
+        self.ws = [GATWorkspace() for _ in range(args.layers)] if args.model == "gat" else None
         # Ours keeps lr, betas, eps and weight decay as float32 (gnn.TrainConfig)
         # and computes Adam's bias corrections in float64 from those float32
         # values. torch's Adam takes Python floats: hand it the same float32
@@ -364,6 +708,12 @@ class Trainer:
                                      "exp_avg": torch.tensor(np.asarray(m, np.float32).reshape(t.shape)),
                                      "exp_avg_sq": torch.tensor(np.asarray(v, np.float32).reshape(t.shape))}
 
+    def forward(self, dropout, training):
+        args, g = self.args, self.g
+        if args.model == "gat":
+            return gat_forward(self.layers, g.gat, g.x, args, dropout, training, self.ws)
+        return forward(args.model, self.layers, g.a, g.at, g.x, dropout, training)
+
     def count(self, logits):
         g = self.g
         pred = logits.argmax(dim=1)
@@ -380,11 +730,12 @@ class Trainer:
         """One training epoch, as gnn.Trainer.Epoch; returns its metrics."""
         args, g = self.args, self.g
         t0 = time.perf_counter()
-        if args.dropout > 0:  # ours: a separate evaluation pass when dropout is on
+        separate = args.dropout > 0 or args.attn_dropout > 0
+        if separate:  # ours: a separate evaluation pass when dropout is on
             with torch.no_grad():
-                correct = self.count(forward(args.model, self.layers, g.a, g.at, g.x, 0.0, False))
-        logits = forward(args.model, self.layers, g.a, g.at, g.x, args.dropout, True)
-        if args.dropout == 0:
+                correct = self.count(self.forward(0.0, False))
+        logits = self.forward(args.dropout, True)
+        if not separate:
             with torch.no_grad():
                 correct = self.count(logits)
         loss = self.loss(logits)
@@ -419,7 +770,7 @@ def main():
     if args.init:
         pnp, start, step, moments = read_checkpoint(args.init, args, g)
     else:
-        pnp = init_params(args.model, g.dims, args.seed)
+        pnp = init_params(args.model, g.dims, args.seed, args)
     if args.epochs <= start:
         sys.exit(f"--epochs {args.epochs}: the run starts at epoch {start}; nothing to do")
     tr = Trainer(args, g, pnp, step, moments)
@@ -442,6 +793,8 @@ def main():
                       "import_rss_mb": import_rss,
                       "threads": torch.get_num_threads(), "torch": torch.__version__,
                       "model": args.model, "layers": args.layers, "hidden": args.hidden,
+                      **({"heads": args.heads, "out_heads": args.out_heads, "attn_dropout": args.attn_dropout,
+                          "gat_agg": args.gat_agg} if args.model == "gat" else {}),
                       "nodes": g.n, "nnz": g.nnz, "split": g.split}), flush=True)
 
 
