@@ -179,3 +179,35 @@ func TestExpNonPos(t *testing.T) {
 		t.Errorf("expNonPos(NaN) = %v", got)
 	}
 }
+
+// The attention kernels allocate nothing per call, like the others
+// (TestNoAllocs).
+func TestAttentionNoAllocs(t *testing.T) {
+	rng := newRNG(47)
+	p := NewCPU(4)
+	defer p.Close()
+	c := newAttentionCase(rng, 8, 8, false, 0.3)
+	r := c.run(p, true, true)
+	pm := randMat(rng, c.q.Rows, c.at.Heads*c.at.Width)
+	aSrc, aDst := randMat(rng, c.at.Heads, c.at.Width), randMat(rng, c.at.Heads, c.at.Width)
+	daSrc, daDst, dP := NewMat(c.at.Heads, c.at.Width), NewMat(c.at.Heads, c.at.Width), NewMat(pm.Rows, pm.Cols)
+	dst := NewMat(c.q.Rows, c.at.Heads)
+	for _, k := range []struct {
+		name string
+		f    func()
+	}{
+		{"AttentionForward", func() { p.AttentionForward(&c.at, c.a, c.q, c.t, r.stats, r.alpha, r.out, true) }},
+		{"AttentionForward recomputed", func() { p.AttentionForward(&c.at, c.a, c.q, c.t, r.stats, nil, r.out, true) }},
+		{"AttentionBackward", func() {
+			p.AttentionBackward(&c.at, c.a, c.e, c.q, c.t, r.stats, r.alpha, c.dOut, r.rec, r.dq, r.dDst, true)
+		}},
+		{"AttentionTerms", func() { p.AttentionTerms(&c.at, pm, aSrc, aDst, r.dq, dst) }},
+		{"AttentionTermsBackward", func() { p.AttentionTermsBackward(&c.at, pm, aSrc, aDst, r.dq, dst, dP, daSrc, daDst) }},
+		{"ELU", func() { p.ELU(pm, dP) }},
+		{"ELUBackward", func() { p.ELUBackward(dP, pm, pm) }},
+	} {
+		if allocs := testing.AllocsPerRun(20, k.f); allocs != 0 {
+			t.Errorf("%s: %v allocations per call", k.name, allocs)
+		}
+	}
+}
