@@ -340,15 +340,10 @@ class GATGraph:
         self.crow_t = torch.from_numpy(tptr.astype(itype))
         self.col_t = torch.from_numpy(mrows[torder].astype(itype))
         self.perm_t = torch.from_numpy(torder.astype(np.int64))
-        self.merged_src = torch.from_numpy(mcol.astype(np.int64))
-        self.merged_dst = torch.from_numpy(mrows)
 
     def merge(self, c):
         """Per-edge values (E x heads) -> per CSR entry (duplicates summed)."""
         return c if self.run_lens is None else torch.segment_reduce(c, "sum", lengths=self.run_lens, axis=0)
-
-    def unmerge(self, v):
-        return v if self.run_lens is None else v.repeat_interleave(self.run_lens, dim=0)
 
 
 def csr_heads(crow, col, vals, x, heads, width, n):
