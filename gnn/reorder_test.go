@@ -65,12 +65,15 @@ func TestPermuteRefusesNonPermutations(t *testing.T) {
 	}
 }
 
-// TestReorderedTrainingEqualsPlain: with the rows in RCM order, one process
+// TestReorderedTrainingEqualsPlain: with the rows in RCM or METIS-cluster
+// order (clusters of 256 rows, so that Cora has some), one process
 // and 4 ranks (random and METIS parts) train as with the rows as given, up
 // to the order of floating-point sums over rows: the distributed equality
 // tolerance on every epoch's loss, the final accuracies within 0.2 points.
 // Dropout masks follow the nodes.
 func TestReorderedTrainingEqualsPlain(t *testing.T) {
+	defer func(r int) { clusterRows = r }(clusterRows)
+	clusterRows = 256
 	ds := coraNormalized(t)
 	split := ds.SplitNames()[0]
 	mc := ModelConfig{Model: "sage", Layers: 3, Hidden: 32, InDim: ds.NumFeatures, Classes: ds.NumClasses, Dropout: 0.2, Seed: 3}
@@ -88,32 +91,35 @@ func TestReorderedTrainingEqualsPlain(t *testing.T) {
 		q     int
 		parts []int32
 	}{{"one", 1, make([]int32, ds.Graph.N)}, {"random4", 4, random}, {"metis4", 4, metis}} {
-		t.Run(c.name, func(t *testing.T) {
-			want := runRanksWith(t, ds, split, c.parts, c.q, mc, epochs, nil, false, OrderNone)
-			got := runRanksWith(t, ds, split, c.parts, c.q, mc, epochs, nil, false, OrderRCM)
-			same := true
-			for e := range want {
-				if !closeLoss(got[e].Loss, want[e].Loss) {
-					t.Fatalf("epoch %d: loss %.8f in RCM order, %.8f as given", e, got[e].Loss, want[e].Loss)
+		want := runRanksWith(t, ds, split, c.parts, c.q, mc, epochs, nil, false, OrderNone)
+		for _, order := range []string{OrderRCM, OrderMETIS} {
+			t.Run(c.name+"/"+order, func(t *testing.T) {
+				got := runRanksWith(t, ds, split, c.parts, c.q, mc, epochs, nil, false, order)
+				same := true
+				for e := range want {
+					if !closeLoss(got[e].Loss, want[e].Loss) {
+						t.Fatalf("epoch %d: loss %.8f in %s order, %.8f as given", e, got[e].Loss, order, want[e].Loss)
+					}
+					same = same && got[e].Loss == want[e].Loss
 				}
-				same = same && got[e].Loss == want[e].Loss
-			}
-			if same {
-				t.Log("losses equal bit for bit") // allowed, but rows did move
-			}
-			last, ref := got[epochs-1], want[epochs-1]
-			for _, acc := range [][2]float64{{last.TrainAcc, ref.TrainAcc}, {last.ValAcc, ref.ValAcc}, {last.TestAcc, ref.TestAcc}} {
-				if math.Abs(acc[0]-acc[1]) > 0.002 {
-					t.Errorf("final accuracy %.4f in RCM order vs %.4f as given", acc[0], acc[1])
+				if same {
+					t.Log("losses equal bit for bit") // allowed, but rows did move
 				}
-			}
-		})
+				last, ref := got[epochs-1], want[epochs-1]
+				for _, acc := range [][2]float64{{last.TrainAcc, ref.TrainAcc}, {last.ValAcc, ref.ValAcc}, {last.TestAcc, ref.TestAcc}} {
+					if math.Abs(acc[0]-acc[1]) > 0.002 {
+						t.Errorf("final accuracy %.4f in %s order vs %.4f as given", acc[0], order, acc[1])
+					}
+				}
+			})
+		}
 	}
 }
 
-// TestRCMMoves: on Cora the order is not the identity (else the test above
-// compares a run with itself).
-func TestRCMMoves(t *testing.T) {
+// TestOrdersMove: on Cora neither order is the identity (else the test above
+// compares a run with itself), and METIS clusters of 256 rows keep more
+// edges within 256 rows of each other than the ids as given do.
+func TestOrdersMove(t *testing.T) {
 	ds, err := ogb.Load(sharedData(t, "cora"), ogb.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -122,13 +128,44 @@ func TestRCMMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	moved := 0
-	for i, r := range RCM(v.Adj, v.NumOwned) {
-		if int(r) != i {
-			moved++
+	clusters, err := ClusterOrder(v.Adj, v.NumOwned, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity := make([]int32, v.NumOwned)
+	for i := range identity {
+		identity[i] = int32(i)
+	}
+	near := func(order []int32) float64 {
+		at := make([]int32, len(order))
+		for i, r := range order {
+			at[r] = int32(i)
+		}
+		n, all := 0, 0
+		for i := range v.NumOwned {
+			for _, c := range v.Adj.Col[v.Adj.Ptr[i]:v.Adj.Ptr[i+1]] {
+				if d := at[i] - at[c]; d > -256 && d < 256 {
+					n++
+				}
+				all++
+			}
+		}
+		return float64(n) / float64(all)
+	}
+	for name, order := range map[string][]int32{"rcm": RCM(v.Adj, v.NumOwned), "metis": clusters} {
+		moved := 0
+		for i, r := range order {
+			if int(r) != i {
+				moved++
+			}
+		}
+		if moved < v.NumOwned/2 {
+			t.Errorf("%s moved %d of %d rows", name, moved, v.NumOwned)
 		}
 	}
-	if moved < v.NumOwned/2 {
-		t.Fatalf("RCM moved %d of %d rows", moved, v.NumOwned)
+	if c, id := near(clusters), near(identity); c <= id {
+		t.Errorf("edges within 256 rows: %.3f in METIS-cluster order, %.3f as given", c, id)
+	} else {
+		t.Logf("edges within 256 rows: %.3f in METIS-cluster order, %.3f as given", c, id)
 	}
 }

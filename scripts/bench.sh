@@ -45,6 +45,9 @@ fi
 echo "bench: the epoch against this machine's roofline"
 GNN_SPMD_BENCH_DATA="$PWD/$data" GNN_SPMD_ROOFLINE_OUT="$PWD/$work/roofline.md" \
   go test -tags cpu -run '^$' -bench 'EpochRoofline' -benchtime 2x ./gnn >/dev/null
+# The same with the rows in METIS-cluster order (train --reorder metis).
+GNN_SPMD_BENCH_DATA="$PWD/$data" GNN_SPMD_ROOFLINE_OUT="$PWD/$work/roofline-metis.md" GNN_SPMD_ROOFLINE_ORDER=metis \
+  go test -tags cpu -run '^$' -bench 'EpochRoofline' -benchtime 2x ./gnn >/dev/null
 
 # median epoch time over epochs 1.. (epoch 0 warms caches and the allocator)
 median_epoch() { python3 -c '
@@ -296,6 +299,10 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   echo "read once, each output written once; \`kernels.PhaseTimer\`) at the all-core copy bandwidth."
   echo
   cat "$work/roofline.md"
+  echo
+  echo "The same with \`--reorder metis\` (the rows of every rank grouped by METIS clusters of about 32768 rows):"
+  echo
+  cat "$work/roofline-metis.md"
   echo
   echo "## Data loading (go test -bench ./data/...)"
   echo

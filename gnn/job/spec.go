@@ -43,7 +43,7 @@ type Spec struct {
 	GPU         int    // the GPU of every rank of this process; -1: node-local rank modulo the visible GPUs
 	Threads     int    // CPU threads for kernels, shared by the ranks of this process (0 = all)
 	Overlap     bool   // compute what needs no halo row while the exchanges are in flight
-	Reorder     string // order of every rank's owned rows: gnn.OrderNone or gnn.OrderRCM
+	Reorder     string // order of every rank's owned rows: gnn.OrderNone, gnn.OrderRCM or gnn.OrderMETIS
 	Recompute   bool   // GAT: recompute the attention coefficients in the backward pass
 	CommTimeout time.Duration
 
@@ -96,8 +96,8 @@ func (s *Spec) Validate() error {
 		return specErrorf("train: --gpu applies to --device cuda")
 	case s.Recompute && s.Run.Model != "gat":
 		return specErrorf("train: --recompute applies to --model gat")
-	case s.Reorder != gnn.OrderNone && s.Reorder != gnn.OrderRCM:
-		return specErrorf("train: --reorder: got %q, expected %s or %s", s.Reorder, gnn.OrderNone, gnn.OrderRCM)
+	case s.Reorder != gnn.OrderNone && s.Reorder != gnn.OrderRCM && s.Reorder != gnn.OrderMETIS:
+		return specErrorf("train: --reorder: got %q, expected %s, %s or %s", s.Reorder, gnn.OrderNone, gnn.OrderRCM, gnn.OrderMETIS)
 	case s.Partition != partition.MethodRandom && s.Partition != partition.MethodMETIS:
 		return specErrorf("train: --partition: got %q, expected random or metis", s.Partition)
 	case s.Parts != "" && s.Normalize:
