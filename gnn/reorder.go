@@ -2,6 +2,7 @@ package gnn
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
@@ -146,6 +147,11 @@ func ClusterOrder(a *kernels.Adj, n, rows int) ([]int32, error) {
 			}
 		}
 		g.Indptr[i+1] = int64(len(g.Indices))
+	}
+	// Without edges there is nothing to cluster; beyond METIS's 32-bit
+	// adjacency the order stays as given (a speed-up only, never an error).
+	if len(g.Indices) == 0 || 2*int64(len(g.Indices)) > math.MaxInt32 {
+		return order, nil
 	}
 	parts, err := partition.PartitionMETIS(g, k, 1, nil)
 	if err != nil {

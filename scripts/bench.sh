@@ -147,6 +147,11 @@ for t in 1 2; do
   trows+="| one process, $t thread$([ "$t" = 1 ] || echo s) | $med |"$'\n'
   [ "$t" = 2 ] && two_threads=$med
 done
+# The rows as given, for comparison with the default METIS-cluster order.
+"$work/gnn-spmd" train --data "$ddata" --ranks 1 --threads 2 --reorder none --layers 3 --hidden 256 --epochs "$EPOCHS" --quiet \
+  --metrics "$work/threads-2-none.jsonl" >/dev/null
+read -r med _ < <(median_epoch "$work/threads-2-none.jsonl")
+trows+="| one process, 2 threads, rows as given (\`--reorder none\`) | $med |"$'\n'
 trows+="| 2 ranks of 1 thread (mpirun, METIS) | $two_ranks |"$'\n'
 thread_ratio=$(python3 -c "print('%.2f' % ($two_threads / $two_ranks))")
 
@@ -205,7 +210,7 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   echo
   if [ -n "$refrows" ]; then
     echo "3-layer GraphSAGE-256 on \`gnn-spmd gen --nodes N --degree $DEGREE --features 128 --classes 40 --homophily 0.7 --snr 1 --seed 1\`,"
-    echo "ours (\`train --ranks 1 --threads $THREADS\`, OpenBLAS) against bench/reference/train.py (PyTorch $torch_version, torch sparse CSR,"
+    echo "ours (\`train --ranks 1 --threads $THREADS\`, OpenBLAS, rows in METIS-cluster order: the default \`--reorder metis\`, done once before epoch 0) against bench/reference/train.py (PyTorch $torch_version, torch sparse CSR,"
     echo "\`torch.set_num_threads($THREADS)\`, the same OpenBLAS), same .h5, float32, dropout 0: \`bench/reference/epoch.sh G.h5 $THREADS E\`."
     echo "Mean epoch seconds (forward + loss + backward + Adam + the training accuracy count) over epochs 1..E-1 (E = 5 at 100k,"
     echo "3 above); ratio = ours / torch, both from the same run of this script; peak RSS includes loading the data (and importing torch)."
@@ -232,7 +237,7 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   echo
   echo "### Threads in one process against single-threaded ranks"
   echo
-  echo "The same graph and model, one process (\`train --data G.h5 --ranks 1 --threads T\`) against the Q = 2 run above;"
+  echo "The same graph and model, one process (\`train --data G.h5 --ranks 1 --threads T\`, rows in the default METIS-cluster order) against the Q = 2 run above;"
   echo "median epoch seconds over epochs 1..$((EPOCHS-1)). One process with 2 threads takes ${thread_ratio}x the time of 2 ranks of 1 thread."
   echo
   echo "| run | epoch s |"

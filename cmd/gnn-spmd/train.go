@@ -37,7 +37,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&s.Device, "device", s.Device, "where the kernels run: cpu, or cuda (the GPU build; each MPI rank binds GPU (node-local rank) modulo (the GPUs it sees))")
 	fs.IntVar(&s.GPU, "gpu", s.GPU, "with --device cuda: bind this GPU ordinal (of those CUDA_VISIBLE_DEVICES shows) instead (-1: by node-local rank)")
 	fs.BoolVar(&s.Overlap, "overlap", s.Overlap, "compute what needs no halo row (interior rows, self terms, owned gradient rows) while the halo exchanges are in flight (CPU device; bit-identical either way)")
-	fs.StringVar(&s.Reorder, "reorder", s.Reorder, "order of every rank's owned rows in memory, so that neighbours sit near each other and the aggregation finds more of them in cache: none, rcm (reverse Cuthill-McKee) or metis (METIS clusters of about 32768 rows, one after another; a rank with fewer rows keeps its order); metrics equal up to floating-point order")
+	fs.StringVar(&s.Reorder, "reorder", s.Reorder, "order of every rank's owned rows in memory, so that neighbours sit near each other and the aggregation finds more of them in cache: none, rcm (reverse Cuthill-McKee) or metis (METIS clusters of about 32768 rows, one after another; a rank with fewer rows keeps its order; the default); metrics equal up to floating-point order")
 	fs.IntVar(&s.Ranks, "ranks", s.Ranks, "run Q ranks as goroutines in this process (without mpirun)")
 	fs.StringVar(&s.Partition, "partition", s.Partition, "partition on the fly: random or metis (ignored with --parts)")
 	fs.Uint64Var(&s.PartitionSeed, "partition-seed", 0, "seed of the on-the-fly partitioner")

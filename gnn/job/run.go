@@ -200,6 +200,7 @@ func (j *job) newReporter(info *Info, ck *checkpointer) (*reporter, error) {
 	if j.spec.Device == "cuda" {
 		info.Device = "cuda (CUDA kernels, cuBLAS; one GPU per rank)"
 	}
+	info.Device += fmt.Sprintf("; rows in %s order", j.spec.Reorder)
 	r := &reporter{ranks: info.Ranks, ck: ck, metrics: metrics.NewWriter(j.spec.Metrics), obs: j.env.Observer}
 	r.obs.Start(info)
 	if ck.resumed == nil {

@@ -61,7 +61,7 @@ type Spec struct {
 // communication timeout.
 func DefaultSpec() Spec {
 	return Spec{Run: gnn.DefaultConfig(), Partition: partition.MethodRandom, Ranks: 1, Comm: "auto", Device: DefaultDevice,
-		GPU: -1, Overlap: true, Reorder: gnn.OrderNone, CommTimeout: 5 * time.Minute, CheckpointEvery: 10, Keep: 1}
+		GPU: -1, Overlap: true, Reorder: gnn.OrderMETIS, CommTimeout: 5 * time.Minute, CheckpointEvery: 10, Keep: 1}
 }
 
 // SpecError is a spec that cannot run: a usage error.
