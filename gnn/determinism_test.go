@@ -49,3 +49,56 @@ func TestDeterministic(t *testing.T) {
 		t.Errorf("seeds 7 and 8 gave the same final loss %v", a[len(a)-1].Loss)
 	}
 }
+
+// TestFirstAggregationOnce: in a run of one rank without dropout the first
+// layer aggregates its input once; every epoch's metrics equal, bit for bit,
+// those of a run that aggregates it anew every epoch. Its hidden layers stay
+// narrower than the input, so that the first layer aggregates its input (and
+// not its product, which changes with the weights).
+func TestFirstAggregationOnce(t *testing.T) {
+	ds := randomDataset(t, 300, 12, 5, 1)
+	run := func(fresh bool) ([]metrics.Epoch, float64) {
+		local, err := SingleProcess(ds, "s", "sage")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu := kernels.NewCPU(2)
+		defer cpu.Close()
+		dev := kernels.NewPhaseTimer(cpu)
+		m, err := NewModel(ModelConfig{Model: "sage", Layers: 3, Hidden: 16, InDim: 12, Classes: 5, Seed: 3}, local, dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.layers[0].projectFirst {
+			t.Fatal("the first layer projects first: the test needs it to aggregate its input")
+		}
+		cfg := DefaultTrainConfig()
+		cfg.Epochs = 8
+		tr, err := NewTrainer(m, cfg, DefaultCompressConfig(), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []metrics.Epoch
+		if _, err := tr.Run(func(s *metrics.Epoch) error {
+			s.ClearTimes()
+			out = append(out, *s)
+			if fresh {
+				m.z0 = false
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out, dev.Bytes[kernels.Aggregation]
+	}
+	once, onceBytes := run(false)
+	fresh, freshBytes := run(true)
+	for e := range once {
+		if !reflect.DeepEqual(once[e], fresh[e]) {
+			t.Fatalf("epoch %d: %+v aggregating once, %+v aggregating every epoch", e, once[e], fresh[e])
+		}
+	}
+	if onceBytes >= freshBytes {
+		t.Errorf("aggregation moved %.0f bytes aggregating once, %.0f aggregating every epoch", onceBytes, freshBytes)
+	}
+}

@@ -201,6 +201,11 @@ type Model struct {
 	rows    rowSpMM // dev, when it can aggregate a subset of rows
 	split   *split
 	gat     *gatModel // GAT's layers (nil for the other models)
+	// z0 is set once the first layer's z holds A x for good: in a run of
+	// one rank without dropout its input never changes, so one aggregation
+	// serves every epoch (the backward never writes that z). Ranks of a
+	// distributed run take part in every exchange, so they aggregate anew.
+	z0 bool
 }
 
 // NewModel allocates a model for the given rank view, initialised with
@@ -352,8 +357,15 @@ func (m *Model) Forward(x halo.Exchanger, train bool, epoch int) (*kernels.Mat, 
 				return nil, err
 			}
 		} else {
-			if err := m.aggregate(x, l, ly.x, ly.z, self); err != nil {
-				return nil, err
+			if l == 0 && m.z0 {
+				if self != nil {
+					self()
+				}
+			} else {
+				if err := m.aggregate(x, l, ly.x, ly.z, self); err != nil {
+					return nil, err
+				}
+				m.z0 = m.z0 || l == 0 && m.Config.Dropout == 0 && x == nil
 			}
 			d.Gemm(false, false, 1, ly.z, ly.wn, b2f(ly.isSAGE), ly.y)
 		}
