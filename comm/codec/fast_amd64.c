@@ -227,6 +227,30 @@ AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int col
             __m128i d[8];
             philox8((uint32_t)(jb / 16), (uint32_t)i, &ks, d);
             const int g0 = jb / 8;
+            if (b == 1 && g0 + 16 <= full) { // 16 whole groups: code = r < g, the comparisons' sign bits
+                uint8_t m[16];
+                for (int gl = 0; gl < 16; gl++) {
+                    const __m256i gv = g8(_mm256_loadu_ps(x + 8 * (g0 + gl)), lov, inv256, n256);
+                    m[gl] = (uint8_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(gv, draws8(d[gl / 2], gl % 2))));
+                }
+                memcpy(codes + g0, m, 16);
+                continue;
+            }
+            if (b == 8 && g0 + 16 <= full) { // 16 whole groups: one byte per code, 32 at a time
+                for (int gl = 0; gl < 16; gl += 4) {
+                    const __m256i c0 = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl)), draws8(d[gl / 2], 0), lov, inv256, n256);
+                    const __m256i c1 = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl + 1)), draws8(d[gl / 2], 1), lov, inv256, n256);
+                    const __m256i c2 = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl + 2)), draws8(d[gl / 2 + 1], 0), lov, inv256, n256);
+                    const __m256i c3 = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl + 3)), draws8(d[gl / 2 + 1], 1), lov, inv256, n256);
+                    // The packs work per 128-bit lane: bytes come out as
+                    // c0[0:4] c1[0:4] c2[0:4] c3[0:4] | c0[4:8] c1[4:8] ...,
+                    // and the dword permutation puts them in order.
+                    const __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(c0, c1), _mm256_packus_epi32(c2, c3));
+                    const __m256i o = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+                    _mm256_storeu_si256((__m256i*)(codes + 8 * (g0 + gl)), o);
+                }
+                continue;
+            }
             if (b >= 2 && b <= 4 && g0 + 16 <= full) { // 16 whole groups: 16*b bytes at once
                 __m256i w[2];
                 for (int half = 0; half < 2; half++) {
