@@ -116,11 +116,10 @@ func (v *View) Reorder(order string) (*View, error) {
 }
 
 // clusterRows is the size of the clusters OrderMETIS aims at (a variable so
-// that tests can cluster small graphs): the
-// aggregation sums 64 columns (256 bytes of a row) at a time over all of a
-// chunk's rows, so one cluster's block is 8 MiB, and the two or three that
-// the threads work on at once stay in a 32 MiB last-level cache while their
-// rows are summed.
+// that tests can cluster small graphs). The aggregation sums 64 columns (256
+// bytes of a row) at a time over all of a chunk's rows, so one cluster's
+// block is 8 MiB, and the two or three that the threads work on at once stay
+// in a 32 MiB last-level cache while their rows are summed.
 var clusterRows = 32768
 
 // ClusterOrder returns the first n rows of a (columns below n; the others
@@ -139,7 +138,7 @@ func ClusterOrder(a *kernels.Adj, n, rows int) ([]int32, error) {
 	if k <= 1 {
 		return order, nil
 	}
-	g := &data.Graph{N: n, Indptr: make([]int64, n+1)}
+	g := &data.Graph{N: n, Indptr: make([]int64, n+1), Indices: make([]int32, 0, a.Ptr[n]-a.Ptr[0])}
 	for i := 0; i < n; i++ {
 		for _, c := range a.Col[a.Ptr[i]:a.Ptr[i+1]] {
 			if int(c) < n {

@@ -198,7 +198,8 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   echo "## Training epoch (one process)"
   echo
   echo "Graph: \`gnn-spmd gen --nodes $NODES --degree $DEGREE --features 128 --classes 40 --homophily 0.7 --snr 1 --seed 1\`"
-  echo "($(sed -n 's/.*: \([0-9]* nodes, [0-9]* edges\).*/\1/p' "$work/gen.txt" 2>/dev/null || true))."
+  # the training log's dataset line (gen.txt exists only when this run generated the graph)
+  echo "($(sed -n '1s/^dataset [^:]*: \([0-9]* nodes, [0-9]* edges\).*/\1/p' "$work/train-openblas.txt"))."
   echo "Model: 3-layer GraphSAGE-mean, hidden 256, Adam; \`gnn-spmd train --data G.h5 --layers 3 --hidden 256 --epochs $EPOCHS\`."
   echo "Epoch = forward + backward + optimizer step + accuracy counts; median over epochs 1..$((EPOCHS-1)) (gonum: epoch 1 only)."
   echo
