@@ -365,7 +365,9 @@ func (m *Model) Forward(x halo.Exchanger, train bool, epoch int) (*kernels.Mat, 
 				if err := m.aggregate(x, l, ly.x, ly.z, self); err != nil {
 					return nil, err
 				}
-				m.z0 = m.z0 || l == 0 && m.Config.Dropout == 0 && x == nil
+				if l == 0 {
+					m.z0 = m.Config.Dropout == 0 && x == nil
+				}
 			}
 			d.Gemm(false, false, 1, ly.z, ly.wn, b2f(ly.isSAGE), ly.y)
 		}
