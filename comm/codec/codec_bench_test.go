@@ -59,3 +59,41 @@ func BenchmarkCodecDecode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCodecDelta is residual coding's fused sender (DeltaEncode:
+// residual, skip test, code, the reference's update and comp_error in one
+// pass) over the block against references near it, every row sent (skip
+// 0) or most left out (skip 0.02). Bytes as above: the rows' float32s.
+func BenchmarkCodecDelta(b *testing.B) {
+	x, _ := benchData()
+	idx := make([]int32, benchRows)
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	for _, c := range []Spec{Quant(1), Quant(2), Quant(4), Quant(8)} {
+		if !c.DeltaFused() {
+			b.Skip("no fused delta kernel on this machine or build")
+		}
+		for _, skip := range []float32{0, 0.02} {
+			b.Run(c.Name()+"/skip="+map[bool]string{false: "0", true: "0.02"}[skip > 0], func(b *testing.B) {
+				p := make([]byte, c.WireSize(benchRows, benchCols))
+				ref, buf := make([]float32, len(x)), make([]float32, 2*benchCols)
+				var bitmap []byte
+				if skip > 0 {
+					bitmap = make([]byte, (benchRows+7)/8)
+				}
+				b.SetBytes(4 * int64(len(x)))
+				seed := uint64(0)
+				for b.Loop() {
+					b.StopTimer()
+					for i, v := range x { // a reference 1% off the rows
+						ref[i] = v * 0.99
+					}
+					b.StartTimer()
+					seed++
+					c.DeltaEncode(p, x, idx, benchCols, ref, skip, bitmap, seed, buf)
+				}
+			})
+		}
+	}
+}

@@ -93,8 +93,9 @@ static inline float bf16_up(float s) {
     return u2f(w >= 0x7f800000u ? 0x7f7f0000u : w);
 }
 
-// row_params is the reference's rowParams after a vector min/max pass.
-AVX2 static float row_params(const float* x, int cols, float n, float* scale, float* inv) {
+// row_minmax is the reference's min and max of a row (NaNs skipped; +Inf,
+// -Inf for none).
+AVX2 static inline __attribute__((always_inline)) void row_minmax(const float* x, int cols, float* lop, float* hip) {
     // Four accumulators each, so that the min/max latency does not bound
     // the pass; min(v, lo) is v < lo ? v : lo (a NaN v loses).
     __m256 lo8 = _mm256_set1_ps(INFINITY), hi8 = _mm256_set1_ps(-INFINITY);
@@ -127,6 +128,11 @@ AVX2 static float row_params(const float* x, int cols, float n, float* scale, fl
         if (x[j] < lo) lo = x[j];
         if (x[j] > hi) hi = x[j];
     }
+    *lop = lo, *hip = hi;
+}
+
+// row_params is the reference's rowParams given the row's min and max.
+static inline float row_params(float lo, float hi, float n, float* scale, float* inv) {
     if (lo > hi) {
         *scale = *inv = 0;
         return 0;
@@ -196,28 +202,46 @@ static inline uint32_t code1(float x, float lo, float inv256, float n256, uint32
     return (g >> 8) + (r < (g & 255));
 }
 
-AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int cols, int b, uint32_t k0, uint32_t k1) {
-    const float n = (float)((1 << b) - 1);
-    const int64_t cb = ((int64_t)cols * b + 7) / 8, stride = 6 + cb;
-    const int full = cols / 8;
-    const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
-    const __m256i sh32 = _mm256_mullo_epi32(_mm256_set1_epi32(b), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+// quant_enc is what every row of one quant(b) encode shares.
+typedef struct {
+    int cols, b, full;
+    int64_t cb, stride;
+    float n;
+    __m256i shlo, shhi, sh32, compact;
+    __m256 n256;
+    philox_keys ks;
+} quant_enc;
+
+AVX2 static void quant_enc_init(quant_enc* q, int cols, int b, uint32_t k0, uint32_t k1) {
+    q->cols = cols, q->b = b, q->full = cols / 8;
+    q->n = (float)((1 << b) - 1);
+    q->cb = ((int64_t)cols * b + 7) / 8, q->stride = 6 + q->cb;
+    q->shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), q->shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
+    q->sh32 = _mm256_mullo_epi32(_mm256_set1_epi32(b), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     // per 128-bit lane, the low b bytes of each dword, packed (b <= 4)
-    __m256i compact = _mm256_set1_epi8((char)0x80);
+    q->compact = _mm256_set1_epi8((char)0x80);
     if (b <= 4) {
         int8_t m[16];
         for (int k = 0; k < 16; k++) m[k] = k < 4 * b ? (int8_t)(4 * (k / b) + k % b) : (int8_t)0x80;
         const __m128i mm = _mm_loadu_si128((const __m128i*)m);
-        compact = _mm256_broadcastsi128_si256(mm);
+        q->compact = _mm256_broadcastsi128_si256(mm);
     }
-    const __m256 n256 = _mm256_set1_ps(256 * n);
-    philox_keys ks;
-    philox_keys_init(&ks, k0, k1);
-    for (int64_t i = 0; i < rows; i++) {
-        const float* x = src + i * cols;
-        uint8_t* out = dst + i * stride;
+    q->n256 = _mm256_set1_ps(256 * q->n);
+    philox_keys_init(&q->ks, k0, k1);
+}
+
+// quant_encode_row writes row i (x, q->cols values, whose min and max are
+// mn and mx as row_minmax finds them) of the payload at out.
+AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const quant_enc* q, uint8_t* out, const float* x, uint32_t i, float mn, float mx) {
+    const int cols = q->cols, b = q->b, full = q->full;
+    const int64_t cb = q->cb;
+    const float n = q->n;
+    const __m256i shlo = q->shlo, shhi = q->shhi, sh32 = q->sh32, compact = q->compact;
+    const __m256 n256 = q->n256;
+    const philox_keys* ks = &q->ks;
+    {
         float scale, inv;
-        const float lo = row_params(x, cols, n, &scale, &inv);
+        const float lo = row_params(mn, mx, n, &scale, &inv);
         put_u32le(out, f2u(lo));
         const uint16_t s16 = (uint16_t)(f2u(scale) >> 16);
         memcpy(out + 4, &s16, 2);
@@ -225,7 +249,7 @@ AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int col
         const __m256 lov = _mm256_set1_ps(lo), inv256 = _mm256_set1_ps(256 * inv);
         for (int jb = 0; jb < cols; jb += 128) { // 16 groups, 8 blocks
             __m128i d[8];
-            philox8((uint32_t)(jb / 16), (uint32_t)i, &ks, d);
+            philox8((uint32_t)(jb / 16), i, ks, d);
             const int g0 = jb / 8;
             if (b == 1 && g0 + 16 <= full) { // 16 whole groups: code = r < g, the comparisons' sign bits
                 uint8_t m[16];
@@ -308,6 +332,16 @@ AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int col
     }
 }
 
+AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int cols, int b, uint32_t k0, uint32_t k1) {
+    quant_enc q;
+    quant_enc_init(&q, cols, b, k0, k1);
+    for (int64_t i = 0; i < rows; i++) {
+        float mn, mx;
+        row_minmax(src + i * cols, cols, &mn, &mx);
+        quant_encode_row(&q, dst + i * q.stride, src + i * cols, (uint32_t)i, mn, mx);
+    }
+}
+
 // to_bf16 is the reference's toBF16, one value.
 static inline uint16_t to_bf16(uint32_t w, uint32_t r) {
     const uint32_t a = w & 0x7fffffffu;
@@ -368,47 +402,49 @@ AVX2 void gnn_bf16_encode(uint16_t* dst, const float* src, int64_t rows, int col
 }
 
 // Decoders: x^ = lo + (float(q) * scale), the product rounded first.
-AVX2 void gnn_quant_decode(float* dst, const uint8_t* src, int64_t rows, int cols, int b, int64_t srclen) {
-    const int64_t cb = ((int64_t)cols * b + 7) / 8, stride = 6 + cb;
+
+// quant_decode_row decodes the payload row at in (left bytes readable from
+// there on: whole 8-byte loads stay inside) into y.
+AVX2 static inline __attribute__((always_inline)) void quant_decode_row(float* y, const uint8_t* in, int64_t left, int cols, int b) {
     const int full = cols / 8;
     const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
     const __m256i mask = _mm256_set1_epi64x((1 << b) - 1);
     const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-    for (int64_t i = 0; i < rows; i++) {
-        const uint8_t* in = src + i * stride;
-        float lo;
-        uint16_t s16;
-        memcpy(&lo, in, 4);
-        memcpy(&s16, in + 4, 2);
-        const float scale = u2f((uint32_t)s16 << 16);
-        const uint8_t* codes = in + 6;
-        float* y = dst + i * cols;
-        const __m256 lov = _mm256_set1_ps(lo), sv = _mm256_set1_ps(scale);
-        int g = 0;
-        for (; g < full; g++) {
-            uint64_t w = 0;
-            const int64_t off = (codes - src) + (int64_t)g * b;
-            if (off + 8 <= srclen)
-                memcpy(&w, codes + (int64_t)g * b, 8);
-            else
-                memcpy(&w, codes + (int64_t)g * b, (size_t)b);
-            const __m256i wv = _mm256_set1_epi64x((long long)w);
-            const __m256i a = _mm256_and_si256(_mm256_srlv_epi64(wv, shlo), mask);
-            const __m256i h = _mm256_and_si256(_mm256_srlv_epi64(wv, shhi), mask);
-            // the low dwords of a and h, in order
-            const __m256i q = _mm256_permutevar8x32_epi32(
-                _mm256_blend_epi32(a, _mm256_slli_epi64(h, 32), 0xAA), even);
-            const __m256 v = _mm256_add_ps(lov, _mm256_mul_ps(_mm256_cvtepi32_ps(q), sv));
-            _mm256_storeu_ps(y + 8 * g, v);
-        }
-        for (int j = 8 * g; j < cols; j++) {
-            const int64_t bit = (int64_t)j * b;
-            uint32_t w = codes[bit >> 3];
-            if ((int)(bit & 7) + b > 8) w |= (uint32_t)codes[(bit >> 3) + 1] << 8;
-            const uint32_t q = (w >> (bit & 7)) & ((1u << b) - 1u);
-            y[j] = lo + ((float)q * scale);
-        }
+    float lo;
+    uint16_t s16;
+    memcpy(&lo, in, 4);
+    memcpy(&s16, in + 4, 2);
+    const float scale = u2f((uint32_t)s16 << 16);
+    const uint8_t* codes = in + 6;
+    const __m256 lov = _mm256_set1_ps(lo), sv = _mm256_set1_ps(scale);
+    int g = 0;
+    for (; g < full; g++) {
+        uint64_t w = 0;
+        if (6 + (int64_t)g * b + 8 <= left)
+            memcpy(&w, codes + (int64_t)g * b, 8);
+        else
+            memcpy(&w, codes + (int64_t)g * b, (size_t)b);
+        const __m256i wv = _mm256_set1_epi64x((long long)w);
+        const __m256i a = _mm256_and_si256(_mm256_srlv_epi64(wv, shlo), mask);
+        const __m256i h = _mm256_and_si256(_mm256_srlv_epi64(wv, shhi), mask);
+        // the low dwords of a and h, in order
+        const __m256i q = _mm256_permutevar8x32_epi32(
+            _mm256_blend_epi32(a, _mm256_slli_epi64(h, 32), 0xAA), even);
+        const __m256 v = _mm256_add_ps(lov, _mm256_mul_ps(_mm256_cvtepi32_ps(q), sv));
+        _mm256_storeu_ps(y + 8 * g, v);
     }
+    for (int j = 8 * g; j < cols; j++) {
+        const int64_t bit = (int64_t)j * b;
+        uint32_t w = codes[bit >> 3];
+        if ((int)(bit & 7) + b > 8) w |= (uint32_t)codes[(bit >> 3) + 1] << 8;
+        const uint32_t q = (w >> (bit & 7)) & ((1u << b) - 1u);
+        y[j] = lo + ((float)q * scale);
+    }
+}
+
+AVX2 void gnn_quant_decode(float* dst, const uint8_t* src, int64_t rows, int cols, int b, int64_t srclen) {
+    const int64_t stride = 6 + ((int64_t)cols * b + 7) / 8;
+    for (int64_t i = 0; i < rows; i++) quant_decode_row(dst + i * cols, src + i * stride, srclen - i * stride, cols, b);
 }
 
 AVX2 void gnn_bf16_decode(float* dst, const uint16_t* src, int64_t n) {
@@ -423,46 +459,207 @@ AVX2 void gnn_bf16_decode(float* dst, const uint16_t* src, int64_t n) {
     }
 }
 
-// gnn_sq_diff is SqDiff (codec.go): over rows idx[k] of src against rows
-// k of dec (cols values each), the sums of (x - x^)^2 and x^2 in 8 lanes
-// by column mod 8, each lane in row order, then the lanes in order. The
-// squares are rounded before they are added (no contraction in ISO C).
-AVX2 void gnn_sq_diff(const float* src, const int32_t* idx, int64_t rows, int cols, const float* dec, double out[2]) {
-    __m256d e0 = _mm256_setzero_pd(), e1 = e0, n0 = e0, n1 = e0;
-    double et[8] = {0}, nt[8] = {0};
-    for (int64_t k = 0; k < rows; k++) {
-        const float* x = src + (int64_t)idx[k] * cols;
-        const float* y = dec + k * cols;
-        int j = 0;
-        for (; j + 8 <= cols; j += 8) {
-            const __m256 xv = _mm256_loadu_ps(x + j), yv = _mm256_loadu_ps(y + j);
-            const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(xv)), xh = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
-            const __m256d dl = _mm256_sub_pd(xl, _mm256_cvtps_pd(_mm256_castps256_ps128(yv)));
-            const __m256d dh = _mm256_sub_pd(xh, _mm256_cvtps_pd(_mm256_extractf128_ps(yv, 1)));
-            e0 = _mm256_add_pd(e0, _mm256_mul_pd(dl, dl));
-            e1 = _mm256_add_pd(e1, _mm256_mul_pd(dh, dh));
-            n0 = _mm256_add_pd(n0, _mm256_mul_pd(xl, xl));
-            n1 = _mm256_add_pd(n1, _mm256_mul_pd(xh, xh));
-        }
-        if (j < cols) { // the row's tail: lanes 0 .. cols%8-1, in the same order
-            double ev[8], nv[8];
-            _mm256_storeu_pd(ev, e0), _mm256_storeu_pd(ev + 4, e1);
-            _mm256_storeu_pd(nv, n0), _mm256_storeu_pd(nv + 4, n1);
-            for (int t = 0; j < cols; j++, t++) {
-                const double v = (double)x[j], d = v - (double)y[j];
-                const double dd = d * d, vv = v * v;
-                ev[t] += dd;
-                nv[t] += vv;
-            }
-            e0 = _mm256_loadu_pd(ev), e1 = _mm256_loadu_pd(ev + 4);
-            n0 = _mm256_loadu_pd(nv), n1 = _mm256_loadu_pd(nv + 4);
-        }
+// sq_lanes are SqDiff's 8 lanes of sums of (x - x^)^2 (e) and of x^2 (n):
+// e0 and n0 hold columns 0-3 mod 8, e1 and n1 columns 4-7.
+typedef struct {
+    __m256d e0, e1, n0, n1;
+} sq_lanes;
+
+// sq_row adds row x against its decoded y (cols values) into the lanes.
+// The squares are rounded before they are added (no contraction in ISO C).
+AVX2 static inline __attribute__((always_inline)) void sq_row(sq_lanes* a, const float* x, const float* y, int cols) {
+    __m256d e0 = a->e0, e1 = a->e1, n0 = a->n0, n1 = a->n1;
+    int j = 0;
+    for (; j + 8 <= cols; j += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + j), yv = _mm256_loadu_ps(y + j);
+        const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(xv)), xh = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
+        const __m256d dl = _mm256_sub_pd(xl, _mm256_cvtps_pd(_mm256_castps256_ps128(yv)));
+        const __m256d dh = _mm256_sub_pd(xh, _mm256_cvtps_pd(_mm256_extractf128_ps(yv, 1)));
+        e0 = _mm256_add_pd(e0, _mm256_mul_pd(dl, dl));
+        e1 = _mm256_add_pd(e1, _mm256_mul_pd(dh, dh));
+        n0 = _mm256_add_pd(n0, _mm256_mul_pd(xl, xl));
+        n1 = _mm256_add_pd(n1, _mm256_mul_pd(xh, xh));
     }
-    _mm256_storeu_pd(et, e0), _mm256_storeu_pd(et + 4, e1);
-    _mm256_storeu_pd(nt, n0), _mm256_storeu_pd(nt + 4, n1);
+    if (j < cols) { // the row's tail: lanes 0 .. cols%8-1, in the same order
+        double ev[8], nv[8];
+        _mm256_storeu_pd(ev, e0), _mm256_storeu_pd(ev + 4, e1);
+        _mm256_storeu_pd(nv, n0), _mm256_storeu_pd(nv + 4, n1);
+        for (int t = 0; j < cols; j++, t++) {
+            const double v = (double)x[j], d = v - (double)y[j];
+            const double dd = d * d, vv = v * v;
+            ev[t] += dd;
+            nv[t] += vv;
+        }
+        e0 = _mm256_loadu_pd(ev), e1 = _mm256_loadu_pd(ev + 4);
+        n0 = _mm256_loadu_pd(nv), n1 = _mm256_loadu_pd(nv + 4);
+    }
+    a->e0 = e0, a->e1 = e1, a->n0 = n0, a->n1 = n1;
+}
+
+// sq_sum adds the lanes in order into out.
+AVX2 static void sq_sum(const sq_lanes* a, double out[2]) {
+    double et[8], nt[8];
+    _mm256_storeu_pd(et, a->e0), _mm256_storeu_pd(et + 4, a->e1);
+    _mm256_storeu_pd(nt, a->n0), _mm256_storeu_pd(nt + 4, a->n1);
     out[0] = out[1] = 0;
     for (int t = 0; t < 8; t++) {
         out[0] += et[t];
         out[1] += nt[t];
+    }
+}
+
+// gnn_sq_diff is SqDiff (codec.go): over rows idx[k] of src against rows
+// k of dec (cols values each), the sums of (x - x^)^2 and x^2 in 8 lanes
+// by column mod 8, each lane in row order, then the lanes in order.
+AVX2 void gnn_sq_diff(const float* src, const int32_t* idx, int64_t rows, int cols, const float* dec, double out[2]) {
+    sq_lanes a = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+    for (int64_t k = 0; k < rows; k++) sq_row(&a, src + (int64_t)idx[k] * cols, dec + k * cols, cols);
+    sq_sum(&a, out);
+}
+
+// magnitude is |x|'s bits: for every float32 they order as the magnitudes
+// do, with infinities above every finite value and NaNs above them.
+static inline uint32_t magnitude(float x) { return f2u(x) & 0x7fffffffu; }
+
+// delta_sub writes d = x - s (cols values) and returns the largest
+// magnitudes (as bits) of d and of x, and d's min and max as row_minmax
+// finds them.
+AVX2 static inline __attribute__((always_inline)) void delta_sub(float* d, const float* x, const float* s, int cols,
+                                                                 uint32_t* mdp, uint32_t* mmp, float* lop, float* hip) {
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+    __m256i md8 = _mm256_setzero_si256(), mm8 = md8;
+    __m256 lo8 = _mm256_set1_ps(INFINITY), hi8 = _mm256_set1_ps(-INFINITY);
+    int j = 0;
+    for (; j + 8 <= cols; j += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + j);
+        const __m256 v = _mm256_sub_ps(xv, _mm256_loadu_ps(s + j));
+        _mm256_storeu_ps(d + j, v);
+        md8 = _mm256_max_epu32(md8, _mm256_and_si256(_mm256_castps_si256(v), abs));
+        mm8 = _mm256_max_epu32(mm8, _mm256_and_si256(_mm256_castps_si256(xv), abs));
+        lo8 = _mm256_min_ps(v, lo8), hi8 = _mm256_max_ps(v, hi8); // a NaN v loses
+    }
+    uint32_t mdv[8], mmv[8];
+    float l[8], h[8];
+    _mm256_storeu_si256((__m256i*)mdv, md8), _mm256_storeu_si256((__m256i*)mmv, mm8);
+    _mm256_storeu_ps(l, lo8), _mm256_storeu_ps(h, hi8);
+    uint32_t md = 0, mm = 0;
+    float lo = INFINITY, hi = -INFINITY;
+    for (int t = 0; t < 8; t++) {
+        md = mdv[t] > md ? mdv[t] : md;
+        mm = mmv[t] > mm ? mmv[t] : mm;
+        if (l[t] < lo) lo = l[t];
+        if (h[t] > hi) hi = h[t];
+    }
+    for (; j < cols; j++) {
+        const float v = x[j] - s[j];
+        d[j] = v;
+        const uint32_t dv = magnitude(v), xv = magnitude(x[j]);
+        md = dv > md ? dv : md;
+        mm = xv > mm ? xv : mm;
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+    }
+    *mdp = md, *mmp = mm, *lop = lo, *hip = hi;
+}
+
+// delta_update adds the decoded payload row at in (left bytes readable)
+// into s and the row x against the new s into the lanes: quant_decode_row,
+// the add and sq_row in one pass.
+AVX2 static inline __attribute__((always_inline)) void delta_update(float* s, const float* x, const uint8_t* in, int64_t left, int cols, int b, sq_lanes* a) {
+    const int full = cols / 8;
+    const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
+    const __m256i mask = _mm256_set1_epi64x((1 << b) - 1);
+    const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    float lo;
+    uint16_t s16;
+    memcpy(&lo, in, 4);
+    memcpy(&s16, in + 4, 2);
+    const float scale = u2f((uint32_t)s16 << 16);
+    const uint8_t* codes = in + 6;
+    const __m256 lov = _mm256_set1_ps(lo), sv = _mm256_set1_ps(scale);
+    __m256d e0 = a->e0, e1 = a->e1, n0 = a->n0, n1 = a->n1;
+    int g = 0;
+    for (; g < full; g++) {
+        uint64_t w = 0;
+        if (6 + (int64_t)g * b + 8 <= left)
+            memcpy(&w, codes + (int64_t)g * b, 8);
+        else
+            memcpy(&w, codes + (int64_t)g * b, (size_t)b);
+        const __m256i wv = _mm256_set1_epi64x((long long)w);
+        const __m256i qa = _mm256_and_si256(_mm256_srlv_epi64(wv, shlo), mask);
+        const __m256i qh = _mm256_and_si256(_mm256_srlv_epi64(wv, shhi), mask);
+        const __m256i q = _mm256_permutevar8x32_epi32(_mm256_blend_epi32(qa, _mm256_slli_epi64(qh, 32), 0xAA), even);
+        const __m256 r = _mm256_add_ps(lov, _mm256_mul_ps(_mm256_cvtepi32_ps(q), sv));
+        const __m256 yv = _mm256_add_ps(_mm256_loadu_ps(s + 8 * g), r);
+        _mm256_storeu_ps(s + 8 * g, yv);
+        const __m256 xv = _mm256_loadu_ps(x + 8 * g);
+        const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(xv)), xh = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
+        const __m256d dl = _mm256_sub_pd(xl, _mm256_cvtps_pd(_mm256_castps256_ps128(yv)));
+        const __m256d dh = _mm256_sub_pd(xh, _mm256_cvtps_pd(_mm256_extractf128_ps(yv, 1)));
+        e0 = _mm256_add_pd(e0, _mm256_mul_pd(dl, dl));
+        e1 = _mm256_add_pd(e1, _mm256_mul_pd(dh, dh));
+        n0 = _mm256_add_pd(n0, _mm256_mul_pd(xl, xl));
+        n1 = _mm256_add_pd(n1, _mm256_mul_pd(xh, xh));
+    }
+    if (8 * g < cols) { // the row's tail: lanes 0 .. cols%8-1, as in sq_row
+        double ev[8], nv[8];
+        _mm256_storeu_pd(ev, e0), _mm256_storeu_pd(ev + 4, e1);
+        _mm256_storeu_pd(nv, n0), _mm256_storeu_pd(nv + 4, n1);
+        for (int j = 8 * g, t = 0; j < cols; j++, t++) {
+            const int64_t bit = (int64_t)j * b;
+            uint32_t w = codes[bit >> 3];
+            if ((int)(bit & 7) + b > 8) w |= (uint32_t)codes[(bit >> 3) + 1] << 8;
+            const uint32_t q = (w >> (bit & 7)) & ((1u << b) - 1u);
+            s[j] += lo + ((float)q * scale);
+            const double v = (double)x[j], dd = v - (double)s[j];
+            const double e = dd * dd, vv = v * v;
+            ev[t] += e;
+            nv[t] += vv;
+        }
+        e0 = _mm256_loadu_pd(ev), e1 = _mm256_loadu_pd(ev + 4);
+        n0 = _mm256_loadu_pd(nv), n1 = _mm256_loadu_pd(nv + 4);
+    }
+    a->e0 = e0, a->e1 = e1, a->n0 = n0, a->n1 = n1;
+}
+
+// gnn_quant_delta_encode is DeltaEncode (delta.go) for quant(b), b < 16, in
+// one pass over each row: the difference d from the reference row, the
+// skip test, the code of d, its decoded value added into the reference,
+// and the error of the new reference. buf holds cols floats.
+AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* idx, int64_t rows, int cols, int b,
+                                 uint32_t k0, uint32_t k1, float* ref, float tau, uint8_t* bitmap, float* buf,
+                                 int64_t* kept, double out[2]) {
+    quant_enc q;
+    quant_enc_init(&q, cols, b, k0, k1);
+    sq_lanes a = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+    int64_t n = 0;
+    for (int64_t k = 0; k < rows; k++) {
+        const float* x = m + (int64_t)idx[k] * cols;
+        float* s = ref + k * cols;
+        uint32_t md, mm;
+        float lo, hi;
+        delta_sub(buf, x, s, cols, &md, &mm, &lo, &hi);
+        if (bitmap && !(md > 0x7f7fffffu || u2f(md) > tau * u2f(mm))) {
+            sq_row(&a, x, s, cols);
+            continue;
+        }
+        if (bitmap) bitmap[k >> 3] |= (uint8_t)(1u << (k & 7));
+        uint8_t* o = dst + n * q.stride;
+        quant_encode_row(&q, o, buf, (uint32_t)n, lo, hi);
+        delta_update(s, x, o, q.stride, cols, b, &a);
+        n++;
+    }
+    *kept = n;
+    sq_sum(&a, out);
+}
+
+// gnn_quant_delta_add is DeltaAdd (delta.go) for quant(b), b < 16: ref row
+// rows[k] += the decoded payload row k. buf holds cols floats.
+AVX2 void gnn_quant_delta_add(float* ref, const int32_t* rowsIdx, int64_t rows, const uint8_t* src, int64_t srclen, int cols, int b, float* buf) {
+    const int64_t stride = 6 + ((int64_t)cols * b + 7) / 8;
+    for (int64_t k = 0; k < rows; k++) {
+        quant_decode_row(buf, src + k * stride, srclen - k * stride, cols, b);
+        float* s = ref + (int64_t)rowsIdx[k] * cols;
+        for (int j = 0; j < cols; j++) s[j] += buf[j];
     }
 }

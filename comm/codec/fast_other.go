@@ -13,3 +13,9 @@ func encodeFast([]byte, []float32, int, int, int, uint64) bool { return false }
 func decodeFast([]float32, []byte, int, int, int) bool { return false }
 
 func sqDiffFast([]float32, []int32, int, []float32) (float64, float64, bool) { return 0, 0, false }
+
+func deltaEncodeFast([]byte, []float32, []int32, int, int, []float32, float32, []byte, uint64, []float32) (int, float64, float64) {
+	panic("codec: no fused delta kernel")
+}
+
+func deltaAddFast([]float32, []int32, []byte, int, int, []float32) { panic("codec: no fused delta kernel") }

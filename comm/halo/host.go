@@ -15,6 +15,7 @@ import (
 type Host struct {
 	gather     []float32 // the rows of one encode, gathered
 	dmax, mmax []uint32  // per row of one residual: its and its residual's largest magnitude
+	delta      []float32 // the fused delta kernels' row scratch
 }
 
 // NewHost is the exchange of a rank whose rows live in host memory, over a
@@ -150,4 +151,31 @@ func keep(dmax, mmax []uint32, tau float32, bitmap []byte) int {
 		}
 	}
 	return n
+}
+
+// DeltaEncode runs residual coding's sender steps for the n rows idx of m
+// against state's rows [lo, lo+n) in one pass (codec.Spec.DeltaEncode),
+// the payload into dst; c must fuse them (DeltaFused).
+func (h *Host) DeltaEncode(c codec.Spec, idx []int32, m, state *kernels.Mat, lo, n int, tau float32, bitmap, dst []byte, seed uint64) (kept int, errSq, normSq float64) {
+	f := m.Cols
+	h.delta = growF32(h.delta, 2*f)
+	kept, errSq, normSq, ok := c.DeltaEncode(dst, m.Data, idx, f, state.Data[lo*f:(lo+n)*f], tau, bitmap, seed, h.delta)
+	if !ok {
+		panic("halo: DeltaEncode under a codec that does not fuse it")
+	}
+	return kept, errSq, normSq
+}
+
+// DeltaAdd adds the decoded payload src into state's rows, where c fuses
+// the decode with the add; it reports whether it did.
+func (h *Host) DeltaAdd(c codec.Spec, rows []int32, src []byte, state *kernels.Mat) bool {
+	h.delta = growF32(h.delta, 2*state.Cols)
+	return c.DeltaAdd(state.Data, rows, src, state.Cols, h.delta)
+}
+
+func growF32(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
 }

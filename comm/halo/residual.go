@@ -73,6 +73,8 @@ type residualScratch struct {
 	bitOut, bitIn []byte      // all peers' bitmaps, one allocation each
 	outB, inB     [][]byte    // their per-peer views
 	sentK, recvK  []int       // rows kept per peer
+	wire          []byte      // the fused encoder's payloads, all peers
+	wireP         [][]byte    // their per-peer views, at their largest
 }
 
 // prepare sizes the scratch for q peers and states of up to rows rows.
@@ -87,6 +89,7 @@ func (r *residualScratch) prepare(q, rows int) {
 	if len(r.outB) != q {
 		r.outB, r.inB = make([][]byte, q), make([][]byte, q)
 		r.sentK, r.recvK = make([]int, q), make([]int, q)
+		r.wireP = make([][]byte, q)
 	}
 }
 
@@ -217,25 +220,47 @@ func (x *Exchange[P]) ResidualBytes() int64 {
 // against st.sent into x.sendB[p], adds what the receiver will decode into
 // st.sent, and prepares x.recvB for the peers' payloads. With skipping it
 // first exchanges the bitmaps (their bytes and time counted as traffic).
-func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c codec.Spec, src *kernels.Mat, idx func(p int) []int32, st *residual) error {
+// With measure set it adds comp_error's sums of the rows against the
+// updated st.sent to the meter.
+func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c codec.Spec, src *kernels.Mat, idx func(p int) []int32, st *residual, measure bool) error {
 	pl, r, f, q := x.plan, &x.scratch, src.Cols, x.plan.Size()
 	send, recv := x.sides(dir)
 	traffic := [2][][]int64{x.meter.Fwd, x.meter.Bwd}[dir][layer]
 	r.prepare(q, max(st.sent.Rows, st.recv.Rows))
 	start := time.Now()
-	r.d = mem.Scratch(&r.dBuf, st.sent.Rows, f)
 	copy(r.recvK, recv.Rows)
 	if x.res.Skip > 0 {
 		r.bitOut = cutBytes(r.bitOut, r.outB, func(p int) int { return bitmapSize(send.Rows[p]) })
 		r.bitIn = cutBytes(r.bitIn, r.inB, func(p int) int { return bitmapSize(recv.Rows[p]) })
 	}
-	for p := range q {
-		r.sentK[p] = mem.Residual(idx(p), src, &st.sent, send.Start[p], &r.d, x.res.Skip, x.bitmap(r.outB, p))
-		x.sizes[p] = bitmapSize(send.Rows[p])
+	seed := func(p int) uint64 { return codec.SeedFor(x.seed, x.epoch, layer, dir, pl.Rank, p) }
+	h, fused := mem.(*Host)
+	fused = fused && fast && c.DeltaFused() && f > 0
+	if fused {
+		// One pass per row: residual, skip test, code, the state's update
+		// and comp_error, into payloads staged at their largest size.
+		r.wire = cutBytes(r.wire, r.wireP, func(p int) int { return c.WireSize(send.Rows[p], f) })
+		for p := range q {
+			lo, n := send.Start[p], send.Rows[p]
+			k, e, nn := h.DeltaEncode(c, idx(p), src, &st.sent, lo, n, x.res.Skip, x.bitmap(r.outB, p), r.wireP[p], seed(p))
+			r.sentK[p] = k
+			if measure {
+				x.meter.ErrSq[layer] += e
+				x.meter.NormSq[layer] += nn
+			}
+		}
+	} else {
+		r.d = mem.Scratch(&r.dBuf, st.sent.Rows, f)
+		for p := range q {
+			r.sentK[p] = mem.Residual(idx(p), src, &st.sent, send.Start[p], &r.d, x.res.Skip, x.bitmap(r.outB, p))
+		}
 	}
 	if x.res.Skip > 0 {
 		if err := x.timed(start, &x.meter.CodecSeconds); err != nil {
 			return err
+		}
+		for p := range q {
+			x.sizes[p] = bitmapSize(send.Rows[p])
 		}
 		copy(x.sendB, r.outB)
 		copy(x.recvB, r.inB)
@@ -248,15 +273,21 @@ func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c c
 		}
 	}
 	x.wireIn = x.cut(x.wireIn, x.recvB, func(p int) int { return c.WireSize(r.recvK[p], f) })
+	if fused {
+		for p := range q {
+			x.sizes[p] = c.WireSize(r.sentK[p], f)
+			x.sendB[p] = r.wireP[p][:x.sizes[p]]
+		}
+		return x.timed(start, &x.meter.CodecSeconds)
+	}
 	x.wireOut = x.cut(x.wireOut, x.sendB, func(p int) int { return c.WireSize(r.sentK[p], f) })
 	for p := range q {
 		lo, n := send.Start[p], send.Rows[p]
-		seed := codec.SeedFor(x.seed, x.epoch, layer, dir, pl.Rank, p)
 		rows := r.rows(x.bitmap(r.outB, p), lo, n)
 		if x.res.Skip > 0 {
-			mem.EncodeRows(c, &r.d, rows, x.sendB[p], seed)
+			mem.EncodeRows(c, &r.d, rows, x.sendB[p], seed(p))
 		} else {
-			mem.Encode(c, &r.d, lo, lo+n, x.sendB[p], seed)
+			mem.Encode(c, &r.d, lo, lo+n, x.sendB[p], seed(p))
 		}
 		// The sender decodes its own payload into residual rows it has
 		// encoded, and adds them into its copy of the receiver's state.
@@ -264,15 +295,26 @@ func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c c
 		mem.ScatterAdd(rows, &r.d, lo, &st.sent)
 		x.sizes[p] = c.WireSize(len(rows), f)
 	}
+	if measure {
+		for p := range q {
+			// comp_error: what the receiver's rows miss of the sender's now.
+			e, n := mem.SqDiff(idx(p), src, &st.sent, send.Start[p])
+			x.meter.ErrSq[layer] += e
+			x.meter.NormSq[layer] += n
+		}
+	}
 	return x.timed(start, &x.meter.CodecSeconds)
 }
 
 // residualDecode is the receiver's half for peer p: it adds the decoded
 // residuals of payload src into the rows [lo, lo+n) of st.recv, staging
-// them in rows [at, at+kept) of m.
+// them in rows [at, at+kept) of m where the host cannot fuse the two.
 func residualDecode(x *Exchange[[]byte], mem ResidualMemory, c codec.Spec, p int, src []byte, st *residual, lo, n int, m *kernels.Mat, at int) {
 	r := &x.scratch
 	rows := r.rows(x.bitmap(r.inB, p), lo, n)
+	if h, ok := mem.(*Host); ok && fast && h.DeltaAdd(c, rows, src, &st.recv) {
+		return
+	}
 	mem.Decode(c, src, m, at, at+len(rows))
 	mem.ScatterAdd(rows, m, at, &st.recv)
 }
@@ -285,23 +327,13 @@ func residualForward(x *Exchange[[]byte], mem ResidualMemory, layer int, h *kern
 	if err != nil {
 		return err
 	}
-	if err := residualEncode(x, mem, layer, 0, c, h, func(p int) []int32 { return pl.Send[p] }, st); err != nil {
-		return err
-	}
-	start := time.Now()
-	for p, rows := range pl.Send {
-		// comp_error: what the receiver's rows miss of the sender's now.
-		e, n := mem.SqDiff(rows, h, &st.sent, pl.sendStart[p])
-		x.meter.ErrSq[layer] += e
-		x.meter.NormSq[layer] += n
-	}
-	if err := x.timed(start, &x.meter.CodecSeconds); err != nil {
+	if err := residualEncode(x, mem, layer, 0, c, h, func(p int) []int32 { return pl.Send[p] }, st, true); err != nil {
 		return err
 	}
 	if err := x.transport(layer, 0, x.meter.Fwd[layer], x.sizes); err != nil {
 		return err
 	}
-	start = time.Now()
+	start := time.Now()
 	for p := range pl.Send {
 		lo, hi := pl.RecvStart[p], pl.RecvStart[p+1]
 		residualDecode(x, mem, c, p, x.recvB[p], st, lo, hi-lo, h, pl.Owned+lo)
@@ -319,7 +351,7 @@ func residualBackwardSend(x *Exchange[[]byte], mem ResidualMemory, layer int, dh
 	}
 	x.stage = mem.Scratch(&x.stageBuf, pl.SendRows(), f)
 	halo := func(p int) []int32 { return x.scratch.iota[pl.RecvStart[p]:pl.RecvStart[p+1]] }
-	if err := residualEncode(x, mem, layer, 1, c, dh, halo, st); err != nil {
+	if err := residualEncode(x, mem, layer, 1, c, dh, halo, st, false); err != nil {
 		return err
 	}
 	return x.transport(layer, 1, x.meter.Bwd[layer], x.sizes)

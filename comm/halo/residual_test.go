@@ -337,3 +337,72 @@ func TestResidualGatherRestore(t *testing.T) {
 		t.Errorf("a table of another layout was restored")
 	}
 }
+
+// TestResidualFused: the host's one-pass residual kernels (codec's
+// DeltaEncode and DeltaAdd) give the composed steps' halo rows, gradients,
+// bytes and comp_error sums bit for bit, epoch after epoch, with and
+// without skipping, in both directions.
+func TestResidualFused(t *testing.T) {
+	if !fast || !codec.Quant(2).DeltaFused() {
+		t.Skip("no fused residual kernels on this machine or build")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	l := randomLayout(rng, 3)
+	const f, epochs = 37, 6
+	type trace struct {
+		rows   [][]float32 // per rank: h after the last epoch
+		counts [][]float64 // per rank: every epoch's bytes and error sums
+	}
+	run := func(fused bool, b int, skip float32) trace {
+		fast = fused
+		defer func() { fast = true }()
+		tr := trace{rows: make([][]float32, 3), counts: make([][]float64, 3)}
+		var mu sync.Mutex
+		runExchange(t, l, f, func(x *Exchange[[]byte], h *kernels.Mat) error {
+			r := x.plan.Rank
+			x.SetCodecs(0, codec.Quant(b), codec.Quant(max(1, b-1)))
+			if err := x.SetResidual(Residual{Forward: true, Backward: true, Skip: skip}); err != nil {
+				return err
+			}
+			var counts []float64
+			for e := range epochs {
+				x.SetEpoch(9, e)
+				x.Meter().Reset()
+				for i := range x.plan.Owned * f {
+					h.Data[i] = float32(math.Sin(float64(i*3+r*11)) * (1 + 0.02*float64(e)))
+				}
+				if err := x.Forward(0, h); err != nil {
+					return err
+				}
+				if err := backward(x, 0, h); err != nil {
+					return err
+				}
+				fw, bw := make([]int64, 1), make([]int64, 1)
+				x.Meter().AddBytes(fw, bw)
+				counts = append(counts, float64(fw[0]), float64(bw[0]), x.Meter().ErrSq[0], x.Meter().NormSq[0])
+			}
+			mu.Lock()
+			tr.rows[r], tr.counts[r] = append([]float32(nil), h.Data...), counts
+			mu.Unlock()
+			return nil
+		})
+		return tr
+	}
+	for _, b := range []int{1, 2, 3, 8} {
+		for _, skip := range []float32{0, 0.05} {
+			want, got := run(false, b, skip), run(true, b, skip)
+			for r := range 3 {
+				for i := range want.rows[r] {
+					if math.Float32bits(want.rows[r][i]) != math.Float32bits(got.rows[r][i]) {
+						t.Fatalf("%d bits, skip %v: rank %d value %d: %v composed, %v fused", b, skip, r, i, want.rows[r][i], got.rows[r][i])
+					}
+				}
+				for i := range want.counts[r] {
+					if math.Float64bits(want.counts[r][i]) != math.Float64bits(got.counts[r][i]) {
+						t.Fatalf("%d bits, skip %v: rank %d epoch %d count %d: %v composed, %v fused", b, skip, r, i/4, i%4, want.counts[r][i], got.counts[r][i])
+					}
+				}
+			}
+		}
+	}
+}

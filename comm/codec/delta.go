@@ -1,0 +1,63 @@
+package codec
+
+import "fmt"
+
+// DeltaEncode is one pass of residual coding's sender for the quant(b)
+// codecs below 16 bits: for every row k it takes d = m row idx[k] minus
+// ref row k; with a bitmap (tau > 0) it sends the row only when d is not
+// finite or holds a magnitude above tau times the largest of m's row (bit
+// k set; the bitmap is cleared first); it writes the kept rows' payload
+// into dst, in order, their Philox rows numbered 0, 1, ... as in Encode;
+// it adds their decoded values into ref; and it returns the kept rows and
+// SqDiff of m's rows against the new ref (what the receiver misses).
+// Those are the bytes and values of Encode, Decode and SqDiff run on the
+// gathered differences. ok is false, and nothing is written, where no
+// fused kernel runs (another codec, or no AVX2): the caller composes those
+// steps itself.
+func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []float32, tau float32, bitmap []byte, seed uint64, buf []float32) (kept int, errSq, normSq float64, ok bool) {
+	if !s.DeltaFused() || cols == 0 {
+		return 0, 0, 0, false
+	}
+	n := len(idx)
+	if n == 0 {
+		return 0, 0, 0, true
+	}
+	switch {
+	case len(ref) != n*cols || len(dst) < s.WireSize(n, cols) || len(buf) < cols:
+		panic(fmt.Sprintf("codec: DeltaEncode: %d reference values, %d payload bytes, %d scratch for %d rows of %d", len(ref), len(dst), len(buf), n, cols))
+	case bitmap != nil && len(bitmap) < (n+7)/8:
+		panic(fmt.Sprintf("codec: DeltaEncode: a bitmap of %d bytes for %d rows", len(bitmap), n))
+	}
+	for _, r := range idx {
+		if r < 0 || (int(r)+1)*cols > len(m) {
+			panic(fmt.Sprintf("codec: DeltaEncode: row %d of %d", r, len(m)/cols))
+		}
+	}
+	clear(bitmap)
+	kept, errSq, normSq = deltaEncodeFast(dst, m, idx, cols, int(s.bits), ref, tau, bitmap, seed, buf)
+	return kept, errSq, normSq, true
+}
+
+// DeltaAdd is residual coding's receiver for the codecs DeltaEncode
+// fuses: ref row rows[k] += the decoded row k of payload src; ok as there.
+func (s Spec) DeltaAdd(ref []float32, rows []int32, src []byte, cols int, buf []float32) bool {
+	if !s.DeltaFused() || cols == 0 {
+		return false
+	}
+	if len(rows) == 0 {
+		return true
+	}
+	if len(src) < s.WireSize(len(rows), cols) || len(buf) < cols {
+		panic(fmt.Sprintf("codec: DeltaAdd: %d payload bytes, %d scratch for %d rows of %d", len(src), len(buf), len(rows), cols))
+	}
+	for _, r := range rows {
+		if r < 0 || (int(r)+1)*cols > len(ref) {
+			panic(fmt.Sprintf("codec: DeltaAdd: row %d of %d", r, len(ref)/cols))
+		}
+	}
+	deltaAddFast(ref, rows, src, cols, int(s.bits), buf)
+	return true
+}
+
+// DeltaFused reports whether DeltaEncode and DeltaAdd run fused for s.
+func (s Spec) DeltaFused() bool { return fast && s.kind == KindQuant && s.bits < 16 }

@@ -1,0 +1,172 @@
+package codec
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// deltaReference is DeltaEncode composed of the Go reference's steps: the
+// differences, the skip test on their magnitudes' bits, Encode of the kept
+// rows gathered, Decode, the reference update and SqDiff.
+func deltaReference(s Spec, m []float32, idx []int32, cols int, ref []float32, tau float32, bitmap []byte, seed uint64) (dst []byte, kept int, errSq, normSq float64) {
+	mag := func(x float32) uint32 { return math.Float32bits(x) &^ (1 << 31) }
+	clear(bitmap)
+	var gathered []float32
+	var rows []int
+	for k, r := range idx {
+		x, d := m[int(r)*cols:int(r+1)*cols], make([]float32, cols)
+		var md, mm uint32
+		for j := range x {
+			d[j] = x[j] - ref[k*cols+j]
+			md, mm = max(md, mag(d[j])), max(mm, mag(x[j]))
+		}
+		if bitmap != nil {
+			if !(md > mag(math.MaxFloat32) || math.Float32frombits(md) > tau*math.Float32frombits(mm)) {
+				continue
+			}
+			bitmap[k>>3] |= 1 << (k & 7)
+		}
+		gathered, rows = append(gathered, d...), append(rows, k)
+	}
+	withReference(func() {
+		dst = make([]byte, s.WireSize(len(rows), cols))
+		s.Encode(dst, gathered, len(rows), cols, seed)
+		dec := make([]float32, len(gathered))
+		s.Decode(dec, dst, len(rows), cols)
+		for i, k := range rows {
+			for j := range cols {
+				ref[k*cols+j] += dec[i*cols+j]
+			}
+		}
+		errSq, normSq = SqDiff(m, idx, cols, ref)
+	})
+	return dst, len(rows), errSq, normSq
+}
+
+// The fused delta kernels against their composition of reference steps,
+// bit for bit: every quant width below 16, widths 0..257, with and
+// without skipping, rows with NaN, infinities, signed zeros, subnormals
+// and constants, references near and far from the rows.
+func TestDeltaFused(t *testing.T) {
+	if !fast {
+		t.Skip("no AVX2 path on this machine or build: DeltaEncode composes the reference's steps")
+	}
+	r := rand.New(rand.NewPCG(31, 32))
+	specials := []float32{float32(math.Copysign(0, -1)), 0, float32(math.NaN()), float32(math.Inf(1)),
+		float32(math.Inf(-1)), math.SmallestNonzeroFloat32, -1e-40, math.MaxFloat32, 1}
+	for b := 1; b <= 8; b++ {
+		s := Quant(b)
+		for cols := 0; cols <= 257; cols++ {
+			const mrows, n = 9, 7
+			m := make([]float32, mrows*cols)
+			for i := range m {
+				m[i] = float32(r.NormFloat64())
+				if r.IntN(40) == 0 {
+					m[i] = specials[r.IntN(len(specials))]
+				}
+			}
+			if cols > 0 {
+				for j := range cols { // a constant row
+					m[3*cols+j] = 0.75
+				}
+			}
+			idx := make([]int32, n)
+			for k := range idx {
+				idx[k] = int32(r.IntN(mrows))
+			}
+			ref := make([]float32, n*cols)
+			for k := range n {
+				// 0: zero, 1: close to its row, 2: unrelated, 3: its row
+				// scaled, the residual's size around the skip threshold
+				near, c := r.IntN(4), float32(r.Float64()*0.1)
+				for j := range cols {
+					x := m[int(idx[k])*cols+j]
+					switch near {
+					case 1:
+						ref[k*cols+j] = x * (1 + float32(r.NormFloat64())*0.01)
+					case 2:
+						ref[k*cols+j] = float32(r.NormFloat64())
+					case 3:
+						ref[k*cols+j] = x * (1 - c)
+					}
+				}
+			}
+			for _, tau := range []float32{0, 0.05} {
+				var bmWant, bmGot []byte
+				if tau > 0 {
+					bmWant, bmGot = make([]byte, (n+7)/8), make([]byte, (n+7)/8)
+				}
+				seed := r.Uint64()
+				refWant, refGot := append([]float32(nil), ref...), append([]float32(nil), ref...)
+				want, wantK, wantE, wantN := deltaReference(s, m, idx, cols, refWant, tau, bmWant, seed)
+				dst := make([]byte, s.WireSize(n, cols))
+				kept, e, nn, ok := s.DeltaEncode(dst, m, idx, cols, refGot, tau, bmGot, seed, make([]float32, 2*cols))
+				if cols == 0 {
+					if ok {
+						t.Fatalf("b=%d cols=0: DeltaEncode ran", b)
+					}
+					continue
+				}
+				if !ok {
+					t.Fatalf("b=%d: no fused kernel on an AVX2 machine", b)
+				}
+				if kept != wantK || !bytes.Equal(dst[:s.WireSize(kept, cols)], want) || !bytes.Equal(bmGot, bmWant) {
+					t.Fatalf("b=%d cols=%d tau=%g: kept %d of %d (want %d), payload or bitmap differ", b, cols, tau, kept, n, wantK)
+				}
+				if !sameBits(refGot, refWant) {
+					t.Fatalf("b=%d cols=%d tau=%g: the references differ", b, cols, tau)
+				}
+				if !same64(e, wantE) || !same64(nn, wantN) {
+					t.Fatalf("b=%d cols=%d tau=%g: SqDiff %v, %v against %v, %v", b, cols, tau, e, nn, wantE, wantN)
+				}
+				// The receiver's add, onto another reference.
+				rows := make([]int32, kept)
+				for k := range rows {
+					rows[k] = int32(r.IntN(n))
+				}
+				recvWant, recvGot := append([]float32(nil), ref...), append([]float32(nil), ref...)
+				withReference(func() {
+					dec := make([]float32, kept*cols)
+					s.Decode(dec, want, kept, cols)
+					for k, row := range rows {
+						for j := range cols {
+							recvWant[int(row)*cols+j] += dec[k*cols+j]
+						}
+					}
+				})
+				if kept > 0 && !s.DeltaAdd(recvGot, rows, want, cols, make([]float32, cols)) {
+					t.Fatalf("b=%d: DeltaAdd did not run", b)
+				}
+				if !sameBits(recvGot, recvWant) {
+					t.Fatalf("b=%d cols=%d tau=%g: DeltaAdd differs", b, cols, tau)
+				}
+			}
+		}
+	}
+	if _, _, _, ok := Quant(16).DeltaEncode(nil, nil, []int32{0}, 1, nil, 0, nil, 0, nil); ok {
+		t.Fatal("bf16 has no fused delta kernel, yet DeltaEncode ran")
+	}
+}
+
+// sameBits is bit equality of two float32 slices, any NaN matching any
+// other: which NaN an addition of two keeps depends on its operand order,
+// which a compiler may swap.
+func sameBits(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) && !(a[i] != a[i] && b[i] != b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// same64 is bit equality, any NaN matching any other (a NaN sum's payload
+// depends on which NaN the vector unit meets first).
+func same64(a, b float64) bool {
+	return math.Float64bits(a) == math.Float64bits(b) || math.IsNaN(a) && math.IsNaN(b)
+}
