@@ -301,3 +301,38 @@ func TestResidualSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalEvery: with the evaluation pass every 3 epochs (and at the
+// last), training is what it was with one every epoch, bit for bit; the
+// evaluated epochs measure the same accuracies and the others none, and
+// the summary comes from the evaluated epochs.
+func TestEvalEvery(t *testing.T) {
+	ds, split, parts, mc := compressedSetup(t)
+	const epochs = 8
+	comp := func() CompressConfig { return fixedRate("quant", 16) } // evaluated at full precision: a pass of its own
+	every := runRanks(t, ds, split, parts, 4, mc, epochs, comp)
+	some := runRanksWith(t, ds, split, parts, 4, mc, epochs, comp, rankOptions{order: OrderNone, evalEvery: 3})
+	want := metrics.NewSummary()
+	for e := range every {
+		if math.Float64bits(some[e].Loss) != math.Float64bits(every[e].Loss) || some[e].BytesCum != every[e].BytesCum {
+			t.Fatalf("epoch %d: loss %v and %d bytes, with an evaluation every epoch %v and %d", e, some[e].Loss, some[e].BytesCum, every[e].Loss, every[e].BytesCum)
+		}
+		evaluated := (e+1)%3 == 0 || e == epochs-1
+		if some[e].Evaluated() != evaluated {
+			t.Fatalf("epoch %d: evaluated %v, expected %v", e, some[e].Evaluated(), evaluated)
+		}
+		if evaluated {
+			if some[e].TrainAcc != every[e].TrainAcc || some[e].ValAcc != every[e].ValAcc || some[e].TestAcc != every[e].TestAcc {
+				t.Fatalf("epoch %d: accuracies %v/%v/%v, every epoch %v/%v/%v", e, some[e].TrainAcc, some[e].ValAcc, some[e].TestAcc, every[e].TrainAcc, every[e].ValAcc, every[e].TestAcc)
+			}
+			want.Add(every[e])
+		}
+	}
+	got := metrics.NewSummary()
+	for _, e := range some {
+		got.Add(e)
+	}
+	if got.BestValAcc != want.BestValAcc || got.BestEpoch != want.BestEpoch || got.TestAtBestVal != want.TestAtBestVal || got.FinalTestAcc != every[epochs-1].TestAcc {
+		t.Fatalf("summary %+v, expected the evaluated epochs' %+v", got, want)
+	}
+}

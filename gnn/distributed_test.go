@@ -45,12 +45,18 @@ func runSingle(t *testing.T, ds *data.Dataset, split string, mc ModelConfig, epo
 // set, every rank compresses its halo exchanges with a policy of its own.
 func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() CompressConfig) []metrics.Epoch {
 	t.Helper()
-	return runRanksWith(t, ds, split, parts, q, mc, epochs, compress, false, OrderNone)
+	return runRanksWith(t, ds, split, parts, q, mc, epochs, compress, rankOptions{order: OrderNone})
 }
 
-// runRanksWith is runRanks with the models' Overlap set as given and every
-// rank's rows in the given order.
-func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() CompressConfig, overlap bool, order string) []metrics.Epoch {
+// rankOptions are the settings of runRanksWith beyond runRanks's.
+type rankOptions struct {
+	overlap   bool   // the models' Overlap
+	order     string // every rank's row order
+	evalEvery int    // the trainers' EvalEvery
+}
+
+// runRanksWith is runRanks with the given options.
+func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() CompressConfig, opt rankOptions) []metrics.Epoch {
 	t.Helper()
 	shards, err := partition.BuildShards(ds, split, parts, q)
 	if err != nil {
@@ -61,7 +67,7 @@ func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q
 	for r := range shards {
 		local, err := FromShard(shards[r], mc.Model)
 		if err == nil {
-			local, err = local.Reorder(order)
+			local, err = local.Reorder(opt.order)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +78,7 @@ func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.Overlap = overlap
+		m.Overlap = opt.overlap
 		ex, err := halo.NewHost(local.Plan, comms[r], mc.Layers)
 		if err != nil {
 			t.Fatal(err)
@@ -86,6 +92,7 @@ func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q
 		if trainers[r], err = NewTrainer(m, cfg, cc, ex, HostReducer(comms[r])); err != nil {
 			t.Fatal(err)
 		}
+		trainers[r].EvalEvery = opt.evalEvery
 	}
 	errs, stats := runAll(trainers, comms)
 	for r, err := range errs {
@@ -96,7 +103,7 @@ func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q
 	// Every rank must hold the same reduced metrics.
 	for r := 1; r < q; r++ {
 		for e := range stats[0] {
-			if stats[r][e].Loss != stats[0][e].Loss || stats[r][e].TestAcc != stats[0][e].TestAcc {
+			if stats[r][e].Loss != stats[0][e].Loss || math.Float64bits(stats[r][e].TestAcc) != math.Float64bits(stats[0][e].TestAcc) {
 				t.Fatalf("rank %d epoch %d disagrees with rank 0: loss %v vs %v", r, e, stats[r][e].Loss, stats[0][e].Loss)
 			}
 		}

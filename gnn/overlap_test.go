@@ -23,8 +23,8 @@ func TestOverlapBitIdentical(t *testing.T) {
 			for _, comp := range []func() CompressConfig{nil, func() CompressConfig {
 				return fixedRate("quant", 8)
 			}} {
-				plain := runRanksWith(t, ds, split, parts, 4, mc, 6, comp, false, OrderNone)
-				over := runRanksWith(t, ds, split, parts, 4, mc, 6, comp, true, OrderNone)
+				plain := runRanksWith(t, ds, split, parts, 4, mc, 6, comp, rankOptions{order: OrderNone})
+				over := runRanksWith(t, ds, split, parts, 4, mc, 6, comp, rankOptions{overlap: true, order: OrderNone})
 				for e := range plain {
 					if math.Float64bits(over[e].Loss) != math.Float64bits(plain[e].Loss) || over[e].TestAcc != plain[e].TestAcc {
 						t.Fatalf("%s dropout %g compressed=%v epoch %d: loss %v with overlap, %v without",

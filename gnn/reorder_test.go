@@ -91,10 +91,10 @@ func TestReorderedTrainingEqualsPlain(t *testing.T) {
 		q     int
 		parts []int32
 	}{{"one", 1, make([]int32, ds.Graph.N)}, {"random4", 4, random}, {"metis4", 4, metis}} {
-		want := runRanksWith(t, ds, split, c.parts, c.q, mc, epochs, nil, false, OrderNone)
+		want := runRanksWith(t, ds, split, c.parts, c.q, mc, epochs, nil, rankOptions{order: OrderNone})
 		for _, order := range []string{OrderRCM, OrderMETIS} {
 			t.Run(c.name+"/"+order, func(t *testing.T) {
-				got := runRanksWith(t, ds, split, c.parts, c.q, mc, epochs, nil, false, order)
+				got := runRanksWith(t, ds, split, c.parts, c.q, mc, epochs, nil, rankOptions{order: order})
 				same := true
 				for e := range want {
 					if !closeLoss(got[e].Loss, want[e].Loss) {

@@ -61,6 +61,12 @@ type Trainer struct {
 	// (unless it was the last epoch). The answer travels in the epoch's
 	// metrics all-reduce, so all ranks stop after the same epoch.
 	Stop func(epoch int) bool
+	// EvalEvery > 1 runs a separate evaluation pass (see Epoch) only every
+	// EvalEvery epochs and at the last; the epochs between are not
+	// evaluated (their accuracies NaN). Training does not change: the
+	// pass reads the parameters and leaves every other state alone. All
+	// ranks must use the same value (the pass exchanges halo rows).
+	EvalEvery int
 	// The watchdog's names of the per-epoch all-reduces (comm.Label).
 	gradOps   []comm.Op
 	metricsOp comm.Op
@@ -185,7 +191,7 @@ func (t *Trainer) setCodecs(fwd, bwd []codec.Spec) {
 // Epoch runs one forward, backward and optimizer step, and measures loss and
 // accuracies. The accuracies come from the training forward pass, or from an
 // extra evaluation pass when that one differs (dropout, or compression with
-// full-precision evaluation). Evaluation traffic is counted apart from the
+// full-precision evaluation), which EvalEvery may leave out. Evaluation traffic is counted apart from the
 // training traffic that a communication budget is about. bytesBefore is the
 // run's halo bytes before this epoch (for the record's running total).
 func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
@@ -217,7 +223,8 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 	}
 	evalCompressed := t.comp != nil && t.comp.evalCompressed
 	separateEval := m.Config.Dropout > 0 || m.Config.AttnDropout > 0 || (t.comp != nil && !evalCompressed)
-	if separateEval {
+	evaluate := !separateEval || t.EvalEvery <= 1 || (epoch+1)%t.EvalEvery == 0 || epoch == t.Config.Epochs-1
+	if separateEval && evaluate {
 		// An evaluation pass of its own, at the epoch's rates or raw.
 		if evalCompressed {
 			t.setCodecs(fwdCodecs, bwdCodecs)
@@ -315,6 +322,9 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 	st.TestAcc = *s.test / float64(v.GlobalTest)
 	if s.valHist != nil {
 		st.ValAUC, st.TestAUC = auc(s.valHist), auc(s.testHist)
+	}
+	if !evaluate {
+		st.NotEvaluated()
 	}
 	if t.comp != nil {
 		if o, ok := t.comp.schedule.(Observer); ok {

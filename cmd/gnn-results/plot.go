@@ -144,16 +144,19 @@ func writeAccBytes(prefix, heading string, ss []results.Series) error {
 }
 
 // writeAccEpoch draws each series' mean test_acc per epoch, up to the last
-// epoch that every seed reached.
+// epoch that every seed reached, at the epochs that every seed evaluated.
 func writeAccEpoch(prefix, heading string, ss []results.Series) error {
 	p := newFigure(heading+"test accuracy per epoch", "epoch", "test accuracy (%), mean over seeds")
 	for i, s := range ss {
-		xys := make(plotter.XYs, commonEpochs(s.Runs))
-		for e := range xys {
+		var xys plotter.XYs
+		for e := range commonEpochs(s.Runs) {
+			xy := plotter.XY{X: float64(e)}
 			for _, r := range s.Runs {
-				xys[e].Y += 100 * r.Points[e].TestAcc / float64(len(s.Runs))
+				xy.Y += 100 * r.Points[e].TestAcc / float64(len(s.Runs))
 			}
-			xys[e].X = float64(e)
+			if !math.IsNaN(xy.Y) { // every seed evaluated this epoch
+				xys = append(xys, xy)
+			}
 		}
 		if err := addCurve(p, s.Name, xys, i, i, false); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -128,8 +129,8 @@ func (p *progress) line(s *metrics.Epoch) string {
 	ran := done - p.first
 	perEpoch := time.Since(p.start) / time.Duration(ran)
 	eta := perEpoch * time.Duration(p.total-done)
-	line := fmt.Sprintf("epoch %d/%d [%s] %3.0f%%  ETA %s  loss %.4f  train %.4f  val %.4f  %s/epoch",
-		done, p.total, bar, 100*frac, shortDuration(eta), s.Loss, s.TrainAcc, s.ValAcc, shortDuration(perEpoch))
+	line := fmt.Sprintf("epoch %d/%d [%s] %3.0f%%  ETA %s  loss %.4f  train %s  val %s  %s/epoch",
+		done, p.total, bar, 100*frac, shortDuration(eta), s.Loss, accText(s.TrainAcc), accText(s.ValAcc), shortDuration(perEpoch))
 	if p.multiRanks {
 		line += "  sent " + humanBytes(s.BytesCum)
 		if rates := rateText(s.Rates); rates != "" {
@@ -231,4 +232,13 @@ func (q *queuedWriter) close(timeout time.Duration) {
 	case <-q.done:
 	case <-time.After(timeout):
 	}
+}
+
+// accText is an accuracy as the epoch lines print it: "-" (padded to the
+// same width) for an epoch that was not evaluated.
+func accText(x float64) string {
+	if math.IsNaN(x) {
+		return "     -"
+	}
+	return fmt.Sprintf("%.4f", x)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
 	"github.com/gnn-spmd/gnn-spmd/data"
@@ -149,8 +150,8 @@ func inspectCheckpoint(path string, asJSON, verify bool, stdout io.Writer) error
 	}
 	if n := len(c.History); n > 0 {
 		s := c.History[n-1]
-		fmt.Fprintf(stdout, "last epoch %d: loss %.4f, train %.4f, val %.4f, test %.4f, halo bytes %s in all\n",
-			s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, humanBytes(s.BytesCum))
+		fmt.Fprintf(stdout, "last epoch %d: loss %.4f, train %s, val %s, test %s, halo bytes %s in all\n",
+			s.Epoch, s.Loss, strings.TrimSpace(accText(s.TrainAcc)), strings.TrimSpace(accText(s.ValAcc)), strings.TrimSpace(accText(s.TestAcc)), humanBytes(s.BytesCum))
 	}
 	return nil
 }

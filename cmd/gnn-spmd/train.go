@@ -53,6 +53,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&r.RatioMin, "ratio-min", r.RatioMin, "varco: final rate")
 	fs.Float64Var(&r.Slope, "slope", r.Slope, "varco: slope s of r(t) = max(rmax - s*t*(rmax-rmin)/(T-2), rmin)")
 	fs.BoolVar(&r.EvalCompressed, "eval-compressed", false, "evaluate under the current rate (as the VARCO authors did) instead of at full precision")
+	fs.IntVar(&s.EvalEvery, "eval-every", s.EvalEvery, "where evaluation takes a forward pass of its own (compression evaluated at full precision, dropout), run it every N epochs and at the last; the epochs between report no accuracy")
 	fs.StringVar(&r.Residual, "residual", r.Residual, "residual coding with error feedback: the sender codes each halo row's difference from the receiver's copy, which both ends keep: on (activations and gradients), forward (activations), off, or auto (the recommended quant setting: forward)")
 	fs.Float64Var(&r.ResidualSkip, "residual-skip", r.ResidualSkip, "with residual coding: leave out a row whose residual is at most this fraction of the row's largest value (0 sends every row; default: 0.02 under the recommended quant setting, else 0)")
 	fs.BoolVar(&r.RawLastLayer, "raw-last-layer", false, "send the last layer's halo rows raw whatever the schedule (as the VARCO authors' code does); by default every layer is compressed at its scheduled rate")
@@ -151,7 +152,7 @@ func (p *epochPrinter) Epoch(s *metrics.Epoch) error {
 	case p.bar != nil:
 		p.con.draw(p.bar.line(s))
 	case !p.quiet:
-		line := fmt.Sprintf("epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  %.3fs", s.Epoch, s.Loss, s.TrainAcc, s.ValAcc, s.TestAcc, s.Seconds)
+		line := fmt.Sprintf("epoch %4d  loss %.4f  train %s  val %s  test %s  %.3fs", s.Epoch, s.Loss, accText(s.TrainAcc), accText(s.ValAcc), accText(s.TestAcc), s.Seconds)
 		if s.ValAUC != nil && s.TestAUC != nil {
 			line += fmt.Sprintf("  auc val %.4f test %.4f", *s.ValAUC, *s.TestAUC)
 		}

@@ -219,3 +219,26 @@ func TestHistoryValues(t *testing.T) {
 		}
 	}
 }
+
+// TestNotEvaluatedHistory: an epoch without evaluation (--eval-every)
+// keeps its NaN accuracies through a checkpoint, the others their values.
+func TestNotEvaluatedHistory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.h5")
+	c := toyCheckpoint()
+	c.History[1].NotEvaluated()
+	if err := Write(path, 1, c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e, h := range got.History {
+		if h.Evaluated() != (e != 1) || h.Loss != c.History[e].Loss || h.BytesCum != c.History[e].BytesCum {
+			t.Fatalf("epoch %d read back %+v, wrote %+v", e, h, c.History[e])
+		}
+		if e != 1 && (h.ValAcc != c.History[e].ValAcc || h.TestAcc != c.History[e].TestAcc) {
+			t.Fatalf("epoch %d: accuracies %v/%v, wrote %v/%v", e, h.ValAcc, h.TestAcc, c.History[e].ValAcc, c.History[e].TestAcc)
+		}
+	}
+}

@@ -51,6 +51,7 @@ func (s *Spec) settings(worldSize int) []setting {
 		{Name: "--overlap", Value: strconv.FormatBool(s.Overlap)},
 		{Name: "--reorder", Value: s.Reorder},
 		{Name: "--recompute", Value: strconv.FormatBool(s.Recompute)},
+		{Name: "--eval-every", Value: strconv.Itoa(s.EvalEvery)},
 		{Name: "--add-inverse", Value: strconv.FormatBool(s.Build.AddInverse)},
 		{Name: "--self-loops", Value: strconv.FormatBool(s.Build.AddSelfLoops)},
 	}

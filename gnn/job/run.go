@@ -153,6 +153,7 @@ func (j *job) newRankJob(c comm.Comm, v *gnn.View, threads, gpu int, inProcess b
 		return nil, specErrorf("train: %v", err)
 	}
 	rj.trainer.Stop = j.intr.requested
+	rj.trainer.EvalEvery = s.EvalEvery
 	return rj, nil
 }
 

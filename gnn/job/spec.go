@@ -46,6 +46,10 @@ type Spec struct {
 	Reorder     string // order of every rank's owned rows: gnn.OrderNone, gnn.OrderRCM or gnn.OrderMETIS
 	Recompute   bool   // GAT: recompute the attention coefficients in the backward pass
 	CommTimeout time.Duration
+	// EvalEvery: where evaluation needs a pass of its own (compression
+	// evaluated at full precision, dropout), run it every EvalEvery epochs
+	// and at the last (gnn.Trainer.EvalEvery).
+	EvalEvery int
 
 	// What the run writes.
 	Metrics         string // JSON Lines, one per epoch, then the summary
@@ -61,7 +65,7 @@ type Spec struct {
 // communication timeout.
 func DefaultSpec() Spec {
 	return Spec{Run: gnn.DefaultConfig(), Partition: partition.MethodRandom, Ranks: 1, Comm: "auto", Device: DefaultDevice,
-		GPU: -1, Overlap: true, Reorder: gnn.OrderMETIS, CommTimeout: 5 * time.Minute, CheckpointEvery: 10, Keep: 1}
+		GPU: -1, Overlap: true, Reorder: gnn.OrderMETIS, CommTimeout: 5 * time.Minute, EvalEvery: 1, CheckpointEvery: 10, Keep: 1}
 }
 
 // SpecError is a spec that cannot run: a usage error.
@@ -102,6 +106,8 @@ func (s *Spec) Validate() error {
 		return specErrorf("train: --partition: got %q, expected random or metis", s.Partition)
 	case s.Parts != "" && s.Normalize:
 		return specErrorf("train: --normalize-features applies when loading --data, not to a --parts directory")
+	case s.EvalEvery < 1:
+		return specErrorf("train: --eval-every: got %d, expected >= 1", s.EvalEvery)
 	case s.CheckpointEvery < 1:
 		return specErrorf("train: --checkpoint-every: got %d, expected >= 1", s.CheckpointEvery)
 	case s.Keep < 1:

@@ -77,8 +77,8 @@ type Log struct {
 // error rather than a silent zero.
 type required struct {
 	Epoch    *int            `json:"epoch"`
-	ValAcc   *float64        `json:"val_acc"`
-	TestAcc  *float64        `json:"test_acc"`
+	ValAcc   json.RawMessage `json:"val_acc"`
+	TestAcc  json.RawMessage `json:"test_acc"`
 	BytesCum *int64          `json:"bytes_cum"`
 	Ratio    json.RawMessage `json:"ratio"` // one number for every layer in older files
 	Summary  bool            `json:"summary"`
@@ -156,11 +156,15 @@ func (r *Log) add(b []byte, line int) error {
 	}
 	for _, f := range []struct {
 		name string
-		v    *float64
+		v    json.RawMessage
 	}{{"val_acc", req.ValAcc}, {"test_acc", req.TestAcc}} {
-		if f.v == nil || !(*f.v >= 0 && *f.v <= 1) {
-			return bad(f.name, "missing or outside [0, 1]: expected a fraction")
+		var x *float64
+		if len(f.v) == 0 || json.Unmarshal(f.v, &x) != nil || x != nil && !(*x >= 0 && *x <= 1) {
+			return bad(f.name, "missing or outside [0, 1]: expected a fraction (null: not evaluated)")
 		}
+	}
+	if (string(req.ValAcc) == "null") != (string(req.TestAcc) == "null") {
+		return bad("test_acc", "null where val_acc is not, or the reverse: expected both measured or both null (not evaluated)")
 	}
 	var scalar *float64
 	if len(req.Ratio) > 0 && req.Ratio[0] != '[' {

@@ -6,6 +6,7 @@
 package metrics
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
@@ -13,15 +14,16 @@ import (
 )
 
 // Epoch is what one epoch measured. Accuracies are over all ranks, for the
-// parameters that entered the epoch (the same ones the loss saw); byte
-// counts are summed over ranks. Fields tagged derived follow from the
+// parameters that entered the epoch (the same ones the loss saw), and NaN
+// in an epoch that was not evaluated (train --eval-every; null in a
+// metrics line); byte counts are summed over ranks. Fields tagged derived follow from the
 // others (Derive), so a table need not store them.
 type Epoch struct {
 	Epoch    int     `json:"epoch" check:"count"`
 	Loss     float64 `json:"loss" check:"finite"`
-	TrainAcc float64 `json:"train_acc" check:"fraction"`
-	ValAcc   float64 `json:"val_acc" check:"fraction"`
-	TestAcc  float64 `json:"test_acc" check:"fraction"`
+	TrainAcc float64 `json:"train_acc" check:"accuracy"`
+	ValAcc   float64 `json:"val_acc" check:"accuracy"`
+	TestAcc  float64 `json:"test_acc" check:"accuracy"`
 	Seconds  float64 `json:"epoch_seconds" check:"count"`
 	// CommSeconds is this rank's time inside the transport (halo exchanges
 	// and all-reduces), HaloSeconds the halo exchanges' part of it,
@@ -70,6 +72,7 @@ var checks = map[string]struct {
 	"finite":   {func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }, "a finite number"},
 	"count":    {func(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }, "a finite number >= 0"},
 	"fraction": {func(x float64) bool { return x >= 0 && x <= 1 }, "a fraction in [0, 1]"},
+	"accuracy": {func(x float64) bool { return x >= 0 && x <= 1 || math.IsNaN(x) }, "a fraction in [0, 1] (NaN: not evaluated)"},
 	"rate":     {func(x float64) bool { return x >= 1 && !math.IsInf(x, 1) }, "a compression rate >= 1"},
 }
 
@@ -125,6 +128,55 @@ func (e *Epoch) Derive(bytesBefore int64) {
 	e.BytesCum = bytesBefore + e.BytesFwd + e.BytesBwd
 }
 
+// Evaluated reports whether the epoch measured its accuracies.
+func (e *Epoch) Evaluated() bool { return !math.IsNaN(e.ValAcc) }
+
+// NotEvaluated marks the epoch's accuracies as not measured.
+func (e *Epoch) NotEvaluated() {
+	e.TrainAcc, e.ValAcc, e.TestAcc = math.NaN(), math.NaN(), math.NaN()
+	e.ValAUC, e.TestAUC = nil, nil
+}
+
+// plainEpoch is Epoch without its JSON methods.
+type plainEpoch Epoch
+
+// epochJSON is an epoch line: the accuracies null where not evaluated
+// (JSON has no NaN).
+type epochJSON struct {
+	plainEpoch
+	TrainAcc *float64 `json:"train_acc"`
+	ValAcc   *float64 `json:"val_acc"`
+	TestAcc  *float64 `json:"test_acc"`
+}
+
+func (e Epoch) MarshalJSON() ([]byte, error) {
+	opt := func(x float64) *float64 {
+		if math.IsNaN(x) {
+			return nil
+		}
+		return &x
+	}
+	return json.Marshal(epochJSON{plainEpoch(e), opt(e.TrainAcc), opt(e.ValAcc), opt(e.TestAcc)})
+}
+
+func (e *Epoch) UnmarshalJSON(b []byte) error {
+	var j epochJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = Epoch(j.plainEpoch)
+	for _, f := range []struct {
+		dst *float64
+		src *float64
+	}{{&e.TrainAcc, j.TrainAcc}, {&e.ValAcc, j.ValAcc}, {&e.TestAcc, j.TestAcc}} {
+		*f.dst = math.NaN()
+		if f.src != nil {
+			*f.dst = *f.src
+		}
+	}
+	return nil
+}
+
 // ClearTimes zeroes the wall-clock fields, which are all that differs
 // between two runs of the same settings (a resumed run and an
 // uninterrupted one, say).
@@ -133,8 +185,8 @@ func (e *Epoch) ClearTimes() {
 }
 
 // Summary is the result of a run: the test accuracy at the best validation
-// accuracy (earliest epoch on ties) and at the last epoch, and, for the
-// record, the run's size and peak memory.
+// accuracy (earliest epoch on ties) and at the last evaluated epoch, and,
+// for the record, the run's size and peak memory.
 type Summary struct {
 	IsSummary     bool    `json:"summary"` // true: tells the summary line from the epochs
 	BestValAcc    float64 `json:"best_val_acc"`
@@ -166,7 +218,9 @@ func (s *Summary) Add(e Epoch) {
 	if e.ValAUC != nil && e.TestAUC != nil && (s.BestValAUC == nil || *e.ValAUC > *s.BestValAUC) {
 		s.BestValAUC, s.TestAtBestValAUC = ptr(*e.ValAUC), ptr(*e.TestAUC)
 	}
-	s.FinalTestAcc = e.TestAcc
+	if e.Evaluated() {
+		s.FinalTestAcc = e.TestAcc
+	}
 	s.BytesTotal += e.BytesFwd + e.BytesBwd
 	s.Epochs = e.Epoch + 1
 }

@@ -22,7 +22,8 @@ import (
 )
 
 // Point is what the analyses read of one epoch of a run. Epoch e is
-// Points[e] of its run (metrics.ReadFile checks that epochs run 0, 1, 2, ...).
+// Points[e] of its run (metrics.ReadFile checks that epochs run 0, 1, 2, ...);
+// the accuracies of an epoch that was not evaluated are NaN.
 type Point struct {
 	ValAcc, TestAcc float64
 	ValAUC, TestAUC float64
@@ -39,8 +40,9 @@ type Run struct {
 	Points   []Point
 	Complete bool    // the summary line is present
 	Seconds  float64 // the summary's wall time of the run
-	// bestVal[i] is the index of the highest val_acc among Points[0..i],
-	// the earliest on ties, so that AccAt is a binary search, not a scan.
+	// bestVal[i] is the index of the highest val_acc among the evaluated
+	// Points[0..i], the earliest on ties (-1 before the first evaluated
+	// one), so that AccAt is a binary search, not a scan.
 	bestVal []int
 }
 
@@ -58,9 +60,12 @@ func ReadRun(path string) (*Run, error) {
 			p.ValAUC, p.TestAUC, p.HasAUC = *e.ValAUC, *e.TestAUC, true
 		}
 		best := len(r.Points)
+		if !e.Evaluated() {
+			best = -1
+		}
 		if n := len(r.Points); n > 0 {
 			p.SecondsCum += r.Points[n-1].SecondsCum
-			if prev := r.bestVal[n-1]; r.Points[prev].ValAcc >= p.ValAcc {
+			if prev := r.bestVal[n-1]; prev >= 0 && (best < 0 || r.Points[prev].ValAcc >= p.ValAcc) {
 				best = prev
 			}
 		}
@@ -82,7 +87,7 @@ func (r *Run) NeedEpochs() error {
 // test-at-best-val-so-far reaches target (ok false if none does).
 func (r *Run) TimeTo(target float64) (secs float64, ok bool) {
 	for i, e := range r.Points {
-		if r.Points[r.bestVal[i]].TestAcc >= target {
+		if b := r.bestVal[i]; b >= 0 && r.Points[b].TestAcc >= target {
 			return e.SecondsCum, true
 		}
 	}
@@ -90,32 +95,49 @@ func (r *Run) TimeTo(target float64) (secs float64, ok bool) {
 }
 
 // AccAt is acc(B) for this run and byte budget b: test_acc at the epoch of
-// highest val_acc (earliest on ties) among the epochs with bytes_cum <= b.
-// It is undefined (ok false) when no epoch fits: within b the run has no
-// model yet. Beyond the last bytes_cum it is the whole run's
-// test-at-best-val.
+// highest val_acc (earliest on ties) among the evaluated epochs with
+// bytes_cum <= b. It is undefined (ok false) when no such epoch fits:
+// within b the run has no model yet. Beyond the last bytes_cum it is the
+// whole run's test-at-best-val.
 func (r *Run) AccAt(b int64) (acc float64, ok bool) {
 	n := sort.Search(len(r.Points), func(i int) bool { return r.Points[i].BytesCum > b })
-	if n == 0 {
+	if n == 0 || r.bestVal[n-1] < 0 {
 		return 0, false
 	}
 	return r.Points[r.bestVal[n-1]].TestAcc, true
 }
 
-// TestAtBestVal is test_acc at the epoch of highest val_acc (earliest on ties).
-func (r *Run) TestAtBestVal() float64 { return r.Points[r.bestVal[len(r.Points)-1]].TestAcc }
+// TestAtBestVal is test_acc at the evaluated epoch of highest val_acc
+// (earliest on ties); NaN if no epoch was evaluated.
+func (r *Run) TestAtBestVal() float64 {
+	if b := r.bestVal[len(r.Points)-1]; b >= 0 {
+		return r.Points[b].TestAcc
+	}
+	return math.NaN()
+}
 
 // TotalBytes is the run's training halo traffic: the last bytes_cum.
 func (r *Run) TotalBytes() int64 { return r.Points[len(r.Points)-1].BytesCum }
 
-// FirstBudget is the smallest budget at which acc(B) is defined.
-func (r *Run) FirstBudget() int64 { return r.Points[0].BytesCum }
+// FirstBudget is the smallest budget at which acc(B) is defined: the bytes
+// of the first evaluated epoch (the last epoch's if none was).
+func (r *Run) FirstBudget() int64 {
+	for i, b := range r.bestVal {
+		if b >= 0 {
+			return r.Points[i].BytesCum
+		}
+	}
+	return r.Points[len(r.Points)-1].BytesCum
+}
 
 // TestAUCAtBestValAUC is test_auc at the epoch of highest val_auc (earliest
-// on ties); ok is false unless every epoch recorded both AUCs.
+// on ties); ok is false unless every evaluated epoch recorded both AUCs.
 func (r *Run) TestAUCAtBestValAUC() (auc float64, ok bool) {
 	best := -1
 	for i, e := range r.Points {
+		if math.IsNaN(e.ValAcc) {
+			continue // not evaluated
+		}
 		if !e.HasAUC {
 			return 0, false
 		}
