@@ -4,7 +4,7 @@
 # a file that ends with its summary line is done and is skipped, so an
 # interrupted grid resumes where it stopped. The report is rebuilt at the end.
 #
-#   scripts/experiments.sh [tune|core|scaling|more|gat|report|all]   (default all)
+#   scripts/experiments.sh [tune|core|core2|scaling|more|gat|report|all]   (default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
@@ -55,6 +55,7 @@ dataset_args() {
 # method_args method: the compression flags of a method name.
 method_args() {
   case $1 in
+    *-res) echo "$(method_args "${1%-res}") --residual forward" ;; # activations residual-coded
     full) echo "" ;;
     nocomm) echo "--no-comm" ;;
     recommended-quant) echo "--codec quant" ;;
@@ -92,6 +93,11 @@ for c in quant trunc; do
   CORE_METHODS+=" varco-$c adaptive-$c"
 done
 SCALING_METHODS="full fixed4-quant varco-quant adaptive-quant"
+# The core grid rerun after the compression issue (grid core2): the codec
+# format with a 6-byte row header, every layer compressed, the recommended
+# setting, and the schedules with and without residual coding; fixed 1, 2
+# and 4 bits (r = 32, 16, 8).
+CORE2_METHODS="full nocomm recommended-quant varco-quant varco-quant-res adaptive-quant adaptive-quant-res fixed32-quant fixed16-quant fixed8-quant"
 
 tune() { # seed 0 of the core datasets, METIS, Q = 4; choices read on val_acc only
   for d in amazon_photo tolokers csbm100k; do
@@ -106,6 +112,16 @@ core() {
     for d in amazon_photo tolokers csbm100k; do
       for p in random metis; do
         for m in $CORE_METHODS; do run core "$d" "$p" 4 "$m" "$s"; done
+      done
+    done
+  done
+}
+
+core2() {
+  for s in 0 1 2 3 4; do
+    for d in amazon_photo tolokers csbm100k; do
+      for p in random metis; do
+        for m in $CORE2_METHODS; do run core2 "$d" "$p" 4 "$m" "$s"; done
       done
     done
   done
@@ -152,7 +168,7 @@ csbm100k: hidden $GEN_HIDDEN; csbm1m: $BIG_EPOCHS epochs, hidden $BIG_HIDDEN
 grid gat: the model flags $GAT_MODEL after all others (so the per-head hidden width is 8 on every dataset)
 generated graphs: gnn-spmd gen --nodes N --classes 5 --degree 8 --homophily 0.8 --features 16 --snr 0.4 --seed 7
 datasets: $(for d in amazon_photo tolokers csbm100k actor flickr csbm1m; do echo -n "$d: $(dataset_args $d S); "; done)
-methods: $(for m in $CORE_METHODS recommended-quant; do echo -n "$m: $(method_args $m); "; done)
+methods: $(for m in $CORE_METHODS $CORE2_METHODS; do echo -n "$m: $(method_args $m); "; done | awk -v RS='; ' '!seen[$0]++ {printf "%s; ", $0}')
 EOF
 }
 
@@ -165,11 +181,12 @@ gen csbm100k 100000
 case ${1:-all} in
   tune) tune ;;
   core) core ;;
+  core2) core2 ;;
   scaling) scaling ;;
   more) more actor flickr csbm1m ;;
   gat) gat ;;
   report) report ;;
   # The 1M-node graph last: its runs are the longest.
-  all) tune; core; more actor flickr; scaling; gat; more csbm1m; report ;;
-  *) echo "usage: scripts/experiments.sh [tune|core|scaling|more|gat|report|all]" >&2; exit 2 ;;
+  all) tune; core; core2; more actor flickr; scaling; gat; more csbm1m; report ;;
+  *) echo "usage: scripts/experiments.sh [tune|core|core2|scaling|more|gat|report|all]" >&2; exit 2 ;;
 esac

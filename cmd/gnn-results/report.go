@@ -75,13 +75,13 @@ func readConfig(dir string) (string, error) {
 	return string(b), err
 }
 
-// writeFigures draws, for each core group and codec, accuracy against bytes
+// writeFigures draws, for each group of a core grid and codec, accuracy against bytes
 // of full, nocomm, every fixed rate, varco and adaptive of the codec (those
 // present), and the quant methods' rates per epoch.
 func writeFigures(res *results.Results, dir string) ([]results.Figure, error) {
 	var figs []results.Figure
 	for _, g := range res.Groups {
-		if g.Grid != "core" {
+		if !results.CoreGrid(g.Grid) {
 			continue
 		}
 		for _, codec := range results.Codecs {

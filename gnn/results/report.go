@@ -41,7 +41,30 @@ const (
 	minMargin         = 0.5  // the least accuracy tolerance of claims 1 and 2
 	claim1MaxShare    = 0.25 // varco may send at most this share of full's bytes
 	adaptiveTolerance = 0.5  // adaptive "reaches" full within this many points
+	// The recommended setting may send at most this share (the compression
+	// issue's target).
+	recommendedMaxShare = 0.05
 )
+
+// CoreGrid reports whether grid is a core grid: the first one (core) or its
+// rerun after the compression work (core2). The claims and the figures
+// cover both.
+func CoreGrid(grid string) bool { return grid == "core" || grid == "core2" }
+
+// recommendedResult compares the recommended setting with full.
+type recommendedResult struct {
+	diff, margin, share float64 // rec − full and the tolerance (points), bytes / full's
+	accurate, pass      bool
+}
+
+// recommended holds the accuracy iff acc_rec >= acc_full − margin (as claim
+// 1), and passes iff it also sends at most 5% of full's bytes.
+func recommended(full, rec methodStats) recommendedResult {
+	m := claimMargin(full)
+	r := recommendedResult{diff: rec.acc - full.acc, margin: m, share: rec.bytes / full.bytes, accurate: rec.acc >= full.acc-m}
+	r.pass = r.accurate && rec.bytes <= recommendedMaxShare*full.bytes
+	return r
+}
 
 // claimMargin is the accuracy tolerance of claims 1 and 2 in points: full's
 // seed-to-seed sample std, so that seed noise alone cannot fail a claim,
@@ -141,6 +164,7 @@ func Render(w io.Writer, res *Results, dir, config, notes string, figs []Figure,
 	writeGroupTables(w, res)
 	writeClaim1(w, res)
 	writeClaim2(w, res)
+	writeRecommended(w, res)
 	writeAdaptive(w, res)
 	if err := writeFigureLinks(w, figs, reportDir); err != nil {
 		return err
@@ -206,12 +230,12 @@ func share(bytes float64, full methodStats) string {
 
 // writeClaim1 writes claim 1 for grids core and scaling.
 func writeClaim1(w io.Writer, res *Results) {
-	fmt.Fprintf(w, "## Claim 1: varco matches full's accuracy with at most 25%% of its bytes (grids core and scaling)\n\n")
+	fmt.Fprintf(w, "## Claim 1: varco matches full's accuracy with at most 25%% of its bytes (grids core, core2 and scaling)\n\n")
 	fmt.Fprintf(w, "Per group: varco − full in test-at-best-val (points), the margin, and varco's bytes as %% of full's. PASS iff acc_varco >= acc_full − margin and bytes_varco <= 25%% of bytes_full. varco-quant is the claim; varco-trunc is informative.\n\n")
 	rows := [][]string{{"group", "method", "varco − full (points)", "margin (points)", "bytes (% of full)", "verdict"}}
 	pass, total, skipped := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, g := range res.Groups {
-		if g.Grid != "core" && g.Grid != "scaling" {
+		if !CoreGrid(g.Grid) && g.Grid != "scaling" {
 			continue
 		}
 		full := summarize(g.Methods["full"])
@@ -245,12 +269,12 @@ func writeClaim1(w io.Writer, res *Results) {
 
 // writeClaim2 writes claim 2 for grid core.
 func writeClaim2(w io.Writer, res *Results) {
-	fmt.Fprintf(w, "## Claim 2: at every byte budget varco is within the margin of each fixed rate (grid core)\n\n")
+	fmt.Fprintf(w, "## Claim 2: at every byte budget varco is within the margin of each fixed rate (grids core and core2)\n\n")
 	fmt.Fprintf(w, "Per group, codec and fixed rate r: the minimum over budgets B of mean acc_varco(B) − mean acc_fixed(B) + margin (points), over the budgets where both means are defined, and the smallest B where it occurs. Budgets where fixed has a model and varco has none yet count as failures and are listed. PASS iff the minimum >= 0 and there are no such budgets.\n\n")
 	rows := [][]string{{"group", "codec", "fixed", "margin (points)", "worst varco − fixed + margin (points)", "at budget", "budgets where only fixed has a model", "verdict"}}
 	pass, total := map[string]int{}, map[string]int{}
 	for _, g := range res.Groups {
-		if g.Grid != "core" {
+		if !CoreGrid(g.Grid) {
 			continue
 		}
 		margin := claimMargin(summarize(g.Methods["full"]))
@@ -277,6 +301,37 @@ func writeClaim2(w io.Writer, res *Results) {
 		fmt.Fprintf(w, "- %s: %d / %d PASS\n", codec, pass[codec], total[codec])
 	}
 	fmt.Fprintln(w)
+	mdTable(w, rows)
+}
+
+// writeRecommended checks the recommended setting (--codec quant alone)
+// against the compression issue's targets in every group that ran it.
+func writeRecommended(w io.Writer, res *Results) {
+	rows := [][]string{{"group", "recommended − full (points)", "margin (points)", "bytes (% of full)", "accuracy", "verdict"}}
+	pass, accurate, total := 0, 0, 0
+	for _, g := range res.Groups {
+		runs := g.Methods["recommended-quant"]
+		full := summarize(g.Methods["full"])
+		if runs == nil || full.n == 0 || full.bytes == 0 {
+			continue
+		}
+		r := recommended(full, summarize(runs))
+		total++
+		if r.accurate {
+			accurate++
+		}
+		if r.pass {
+			pass++
+		}
+		rows = append(rows, []string{g.GroupKey.String(), fmt.Sprintf("%+.2f", r.diff), fmt.Sprintf("%.2f", r.margin),
+			fmt.Sprintf("%.1f%%", 100*r.share), map[bool]string{true: "holds", false: "below"}[r.accurate], verdict(r.pass)})
+	}
+	if total == 0 {
+		return
+	}
+	fmt.Fprintf(w, "## The recommended setting: full's accuracy with at most 5%% of its bytes (every grid that ran it)\n\n")
+	fmt.Fprintf(w, "Per group: recommended-quant − full in test-at-best-val (points), the margin (as in claim 1), and its bytes as %% of full's. Accuracy holds iff acc_rec >= acc_full − margin; PASS iff it holds and the bytes are at most 5%% of full's.\n\n")
+	fmt.Fprintf(w, "- accuracy holds in %d / %d groups; %d / %d PASS\n\n", accurate, total, pass, total)
 	mdTable(w, rows)
 }
 

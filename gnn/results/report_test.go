@@ -197,6 +197,25 @@ func TestReportClaim1(t *testing.T) {
 	}
 }
 
+// TestReportRecommended flips the recommended setting's verdict: a pass,
+// a failure on bytes with the accuracy held, and one on accuracy.
+func TestReportRecommended(t *testing.T) {
+	full := methodStats{n: 5, acc: 80, accStd: 0.2, bytes: 1000}
+	for _, c := range []struct {
+		name           string
+		rec            methodStats
+		accurate, pass bool
+	}{
+		{"within 0.5 points and 5% of bytes", methodStats{acc: 79.6, bytes: 50}, true, true},
+		{"accurate, 6% of bytes", methodStats{acc: 80.3, bytes: 60}, true, false},
+		{"0.6 points below", methodStats{acc: 79.4, bytes: 40}, false, false},
+	} {
+		if got := recommended(full, c.rec); got.accurate != c.accurate || got.pass != c.pass {
+			t.Errorf("%s: accurate %v pass %v (diff %.2f, margin %.2f, share %.3f), want %v %v", c.name, got.accurate, got.pass, got.diff, got.margin, got.share, c.accurate, c.pass)
+		}
+	}
+}
+
 // TestReportClaim2 finds the worst budget on a crafted example, and fails
 // a varco whose first model comes after fixed's.
 func TestReportClaim2(t *testing.T) {
