@@ -77,7 +77,7 @@ func BenchmarkCodecDelta(b *testing.B) {
 		for _, skip := range []float32{0, 0.02} {
 			b.Run(c.Name()+"/skip="+map[bool]string{false: "0", true: "0.02"}[skip > 0], func(b *testing.B) {
 				p := make([]byte, c.WireSize(benchRows, benchCols))
-				ref, buf := make([]float32, len(x)), make([]float32, 2*benchCols)
+				ref, buf := make([]float32, len(x)), make([]float32, benchCols)
 				var bitmap []byte
 				if skip > 0 {
 					bitmap = make([]byte, (benchRows+7)/8)

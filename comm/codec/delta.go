@@ -11,9 +11,9 @@ import "fmt"
 // it adds their decoded values into ref; and it returns the kept rows and
 // SqDiff of m's rows against the new ref (what the receiver misses).
 // Those are the bytes and values of Encode, Decode and SqDiff run on the
-// gathered differences. ok is false, and nothing is written, where no
-// fused kernel runs (another codec, or no AVX2): the caller composes those
-// steps itself.
+// gathered differences. buf is scratch of at least cols values. ok is
+// false, and nothing is written, where no fused kernel runs (another codec,
+// no AVX2, or cols = 0): the caller composes those steps itself.
 func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []float32, tau float32, bitmap []byte, seed uint64, buf []float32) (kept int, errSq, normSq float64, ok bool) {
 	if !s.DeltaFused() || cols == 0 {
 		return 0, 0, 0, false
@@ -39,7 +39,8 @@ func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []
 }
 
 // DeltaAdd is residual coding's receiver for the codecs DeltaEncode
-// fuses: ref row rows[k] += the decoded row k of payload src; ok as there.
+// fuses: ref row rows[k] += the decoded row k of payload src (buf as
+// there); it reports whether it ran, as DeltaEncode's ok.
 func (s Spec) DeltaAdd(ref []float32, rows []int32, src []byte, cols int, buf []float32) bool {
 	if !s.DeltaFused() || cols == 0 {
 		return false

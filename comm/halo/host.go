@@ -158,7 +158,7 @@ func keep(dmax, mmax []uint32, tau float32, bitmap []byte) int {
 // the payload into dst; c must fuse them (DeltaFused).
 func (h *Host) DeltaEncode(c codec.Spec, idx []int32, m, state *kernels.Mat, lo, n int, tau float32, bitmap, dst []byte, seed uint64) (kept int, errSq, normSq float64) {
 	f := m.Cols
-	h.delta = growF32(h.delta, 2*f)
+	h.delta = growF32(h.delta, f)
 	kept, errSq, normSq, ok := c.DeltaEncode(dst, m.Data, idx, f, state.Data[lo*f:(lo+n)*f], tau, bitmap, seed, h.delta)
 	if !ok {
 		panic("halo: DeltaEncode under a codec that does not fuse it")
@@ -169,7 +169,7 @@ func (h *Host) DeltaEncode(c codec.Spec, idx []int32, m, state *kernels.Mat, lo,
 // DeltaAdd adds the decoded payload src into state's rows, where c fuses
 // the decode with the add; it reports whether it did.
 func (h *Host) DeltaAdd(c codec.Spec, rows []int32, src []byte, state *kernels.Mat) bool {
-	h.delta = growF32(h.delta, 2*state.Cols)
+	h.delta = growF32(h.delta, state.Cols)
 	return c.DeltaAdd(state.Data, rows, src, state.Cols, h.delta)
 }
 
