@@ -278,8 +278,11 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   echo
   echo "A block of 100,000 halo rows x 256 float32 features (102 MB). MB/s counts float32 input bytes per second on one core;"
   echo "CodecCopy is a plain copy of the same bytes, the memory limit. Encode = quantize + pack (quant-b: b bits per value;"
-  echo "quant-16 is bf16) or keep columns (trunc); decode = unpack + dequantize or zero-pad."
-  echo "\`go test -tags cpu -cpu 1 -run '^\$' -bench Codec -benchtime 5x ./comm\`:"
+  echo "quant-16 is bf16) or keep columns (trunc); decode = unpack + dequantize or zero-pad. Delta is residual coding's"
+  echo "sender in one pass (difference from a reference 1% off the rows, skip test, code, the reference's update and"
+  echo "comp_error): every row sent (skip=0) or, at skip=0.02, all of them left out. It reads the rows and the reference and"
+  echo "writes the reference back, three times the copy's traffic."
+  echo "\`go test -tags cpu -cpu 1 -run '^\$' -bench Codec -benchtime 5x ./comm/codec\`:"
   echo
   echo '```'
   cat "$work/codec.txt"
