@@ -11,7 +11,8 @@ import (
 
 // Residual configures residual coding with error feedback. Both ends of
 // every exchange (layer, direction, peer) keep the receiver's
-// reconstruction R of each row, zero at first. The sender encodes x - R
+// reconstruction R of each row, zero at first. It applies to codecs of at
+// least 2 bits per value; 1-bit exchanges go plainly (see residualOn). The sender encodes x - R
 // instead of x, both ends add the decoded difference into R, and the
 // receiver uses R as the row. What the codec lost stays in x - R and is
 // sent again next time, so errors do not pile up, and a row that stops
@@ -180,9 +181,14 @@ func (x *Exchange[P]) SetResidual(r Residual) error {
 func (r Residual) On() bool { return r.Forward || r.Backward }
 
 // residualOn reports whether an exchange in direction dir under c codes
-// residuals: raw rows go as they are and leave the state alone.
+// residuals. Raw rows go as they are, and so do 1-bit codes: error feedback
+// through them does not converge. A 1-bit code of a residual d errs by up
+// to the range of d (its two levels are d's min and max), so the next
+// residual spans up to twice that range, and the rows blow up; b bits err
+// by one step, 1/(2^b-1) of the range, and at b >= 2 the residual shrinks
+// (TestResidualOneBitPlain). Either way the state is left alone.
 func (x *Exchange[P]) residualOn(dir int, c codec.Spec) bool {
-	return [2]bool{x.res.Forward, x.res.Backward}[dir] && !c.Raw()
+	return [2]bool{x.res.Forward, x.res.Backward}[dir] && !c.Raw() && c.Bits() != 1
 }
 
 // state returns the residual state of layer's exchange in direction dir,

@@ -275,7 +275,7 @@ func TestResidualGatherRestore(t *testing.T) {
 			if err := x.RestoreResidual(from); err != nil {
 				return err
 			}
-			x.SetCodecs(0, codec.Quant(2), codec.Quant(1))
+			x.SetCodecs(0, codec.Quant(2), codec.Quant(4))
 			x.SetCodecs(1, codec.Quant(3), codec.Quant(2))
 			if err := x.SetResidual(Residual{Forward: true, Backward: true, Skip: 0.01}); err != nil {
 				return err
@@ -402,6 +402,55 @@ func TestResidualFused(t *testing.T) {
 						t.Fatalf("%d bits, skip %v: rank %d epoch %d count %d: %v composed, %v fused", b, skip, r, i/4, i%4, want.counts[r][i], got.counts[r][i])
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestResidualOneBitPlain: under residual coding, 1-bit exchanges go as
+// plain 1-bit ones, bit for bit, and leave the state alone (none is even
+// allocated); 2-bit ones in the same run still code residuals.
+func TestResidualOneBitPlain(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	l := randomLayout(rng, 3)
+	const f, epochs = 9, 5
+	run := func(res Residual) (rows [][]float32, state []int64) {
+		rows, state = make([][]float32, 3), make([]int64, 3)
+		var mu sync.Mutex
+		runExchange(t, l, f, func(x *Exchange[[]byte], h *kernels.Mat) error {
+			r := x.plan.Rank
+			x.SetCodecs(0, codec.Quant(1), codec.Quant(1))
+			if err := x.SetResidual(res); err != nil {
+				return err
+			}
+			for e := range epochs {
+				x.SetEpoch(5, e)
+				for i := range x.plan.Owned * f {
+					h.Data[i] = float32(math.Cos(float64(i*5+r) + float64(e)/3))
+				}
+				if err := x.Forward(0, h); err != nil {
+					return err
+				}
+				if err := backward(x, 0, h); err != nil {
+					return err
+				}
+			}
+			mu.Lock()
+			rows[r], state[r] = append([]float32(nil), h.Data...), x.ResidualBytes()
+			mu.Unlock()
+			return nil
+		})
+		return rows, state
+	}
+	want, _ := run(Residual{})
+	got, state := run(Residual{Forward: true, Backward: true, Skip: 0.01})
+	for r := range 3 {
+		if state[r] != 0 {
+			t.Errorf("rank %d holds %d bytes of residual state after 1-bit exchanges", r, state[r])
+		}
+		for i := range want[r] {
+			if math.Float32bits(got[r][i]) != math.Float32bits(want[r][i]) {
+				t.Fatalf("rank %d value %d: %v under residual coding, %v plain", r, i, got[r][i], want[r][i])
 			}
 		}
 	}
