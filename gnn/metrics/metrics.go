@@ -16,8 +16,8 @@ import (
 // Epoch is what one epoch measured. Accuracies are over all ranks, for the
 // parameters that entered the epoch (the same ones the loss saw), and NaN
 // in an epoch that was not evaluated (train --eval-every; null in a
-// metrics line); byte counts are summed over ranks. Fields tagged derived follow from the
-// others (Derive), so a table need not store them.
+// metrics line); byte counts are summed over ranks. Fields tagged derived
+// follow from the others (Derive), so a table need not store them.
 type Epoch struct {
 	Epoch    int     `json:"epoch" check:"count"`
 	Loss     float64 `json:"loss" check:"finite"`
@@ -140,8 +140,8 @@ func (e *Epoch) NotEvaluated() {
 // plainEpoch is Epoch without its JSON methods.
 type plainEpoch Epoch
 
-// epochJSON is an epoch line: the accuracies null where not evaluated
-// (JSON has no NaN).
+// epochJSON is an epoch line whose accuracies may be null where not
+// evaluated (JSON has no NaN); they come last in such a line.
 type epochJSON struct {
 	plainEpoch
 	TrainAcc *float64 `json:"train_acc"`
@@ -150,6 +150,9 @@ type epochJSON struct {
 }
 
 func (e Epoch) MarshalJSON() ([]byte, error) {
+	if e.Evaluated() && !math.IsNaN(e.TrainAcc) && !math.IsNaN(e.TestAcc) {
+		return json.Marshal(plainEpoch(e)) // the keys in field order
+	}
 	opt := func(x float64) *float64 {
 		if math.IsNaN(x) {
 			return nil
