@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
 // ep is one synthetic epoch: validation and test accuracy, cumulative
@@ -237,5 +238,46 @@ func TestReportClaim2(t *testing.T) {
 	late := run("late.jsonl", ep{0.1, 0.90, 150, 8}, ep{0.2, 0.95, 400, 2})
 	if c := claim2(late, fixed, 0.5); c.pass || c.worst < 0 || c.gapFrom != 100 || c.gapTo != 150 {
 		t.Errorf("varco without a model at [100, 150): got %+v, want a gap and FAIL", c)
+	}
+}
+
+// TestRunNotEvaluated: epochs without evaluation (null accuracies) hold no
+// model of their own: acc(B), time to accuracy, the best validation epoch
+// and the first budget read the evaluated epochs only.
+func TestRunNotEvaluated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.jsonl")
+	w := metrics.NewWriter(path)
+	// epochs 0 and 2 not evaluated; 1: val 0.5, test 0.6; 3: val 0.9, test 1.0
+	for e := range 4 {
+		st := metrics.Epoch{Epoch: e, Loss: 1, Seconds: 1, BytesFwdLayer: []int64{10}, BytesBwdLayer: []int64{0},
+			BytesEvalLayer: []int64{0}, Rates: []float64{1}, Bits: []int{32}, CompError: []float64{0}}
+		st.TrainAcc, st.ValAcc, st.TestAcc = 0.5, 0.3+0.2*float64(e), 0.4+0.2*float64(e)
+		if e%2 == 0 {
+			st.NotEvaluated()
+		}
+		st.Derive(int64(10 * e))
+		if err := w.Epoch(&st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	r := mustReadRun(t, path)
+	if _, ok := r.AccAt(15); ok {
+		t.Error("acc(15 bytes) is defined, but the only epoch within it was not evaluated")
+	}
+	if acc, ok := r.AccAt(25); !ok || math.Abs(acc-0.6) > 1e-12 {
+		t.Errorf("acc(25 bytes) = %v, %v; expected epoch 1's 0.6", acc, ok)
+	}
+	if acc, ok := r.AccAt(35); !ok || math.Abs(acc-0.6) > 1e-12 {
+		t.Errorf("acc(35 bytes) = %v, %v; expected epoch 1's 0.6 (epoch 2 was not evaluated)", acc, ok)
+	}
+	if got := r.TestAtBestVal(); math.Abs(got-1.0) > 1e-12 {
+		t.Errorf("test at best val %v, expected epoch 3's 1.0", got)
+	}
+	if s, ok := r.TimeTo(0.9); !ok || s != 4 {
+		t.Errorf("time to 0.9: %v, %v; expected 4 s (epoch 3)", s, ok)
+	}
+	if b := r.FirstBudget(); b != 20 {
+		t.Errorf("first budget %d, expected epoch 1's 20 bytes", b)
 	}
 }
