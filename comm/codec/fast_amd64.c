@@ -403,65 +403,43 @@ AVX2 void gnn_bf16_encode(uint16_t* dst, const float* src, int64_t rows, int col
 
 // Decoders: x^ = lo + (float(q) * scale), the product rounded first.
 
-// quant_dec is what decoding the groups of one quant(b) row needs.
-typedef struct {
-    int b, full;
-    float lo, scale;
-    const uint8_t* codes;
-    int64_t left; // bytes readable from the row's start
-    __m256i shlo, shhi, mask, even;
-    __m256 lov, sv;
-} quant_dec;
-
-// quant_dec_row prepares decoding the payload row at in, left bytes
-// readable from there on (whole 8-byte loads stay inside).
-AVX2 static inline __attribute__((always_inline)) quant_dec quant_dec_row(const uint8_t* in, int64_t left, int cols, int b) {
-    quant_dec d;
-    d.b = b, d.full = cols / 8, d.left = left, d.codes = in + 6;
-    uint16_t s16;
-    memcpy(&d.lo, in, 4);
-    memcpy(&s16, in + 4, 2);
-    d.scale = u2f((uint32_t)s16 << 16);
-    d.shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), d.shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
-    d.mask = _mm256_set1_epi64x((1 << b) - 1);
-    d.even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-    d.lov = _mm256_set1_ps(d.lo), d.sv = _mm256_set1_ps(d.scale);
-    return d;
-}
-
-// quant_group is the decoded group g (values 8g .. 8g+7, g < full).
-AVX2 static inline __attribute__((always_inline)) __m256 quant_group(const quant_dec* d, int g) {
-    const int b = d->b;
-    uint64_t w = 0;
-    if (6 + (int64_t)g * b + 8 <= d->left)
-        memcpy(&w, d->codes + (int64_t)g * b, 8);
-    else
-        memcpy(&w, d->codes + (int64_t)g * b, (size_t)b);
-    const __m256i wv = _mm256_set1_epi64x((long long)w);
-    const __m256i a = _mm256_and_si256(_mm256_srlv_epi64(wv, d->shlo), d->mask);
-    const __m256i h = _mm256_and_si256(_mm256_srlv_epi64(wv, d->shhi), d->mask);
-    // the low dwords of a and h, in order
-    const __m256i q = _mm256_permutevar8x32_epi32(_mm256_blend_epi32(a, _mm256_slli_epi64(h, 32), 0xAA), d->even);
-    return _mm256_add_ps(d->lov, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d->sv));
-}
-
-// quant_value is the decoded value j of the row (the partial last group).
-static inline float quant_value(const quant_dec* d, int j) {
-    const int b = d->b;
-    const int64_t bit = (int64_t)j * b;
-    uint32_t w = d->codes[bit >> 3];
-    if ((int)(bit & 7) + b > 8) w |= (uint32_t)d->codes[(bit >> 3) + 1] << 8;
-    const uint32_t q = (w >> (bit & 7)) & ((1u << b) - 1u);
-    return d->lo + ((float)q * d->scale);
-}
-
 // quant_decode_row decodes the payload row at in (left bytes readable from
-// there on) into y.
+// there on: whole 8-byte loads stay inside) into y.
 AVX2 static inline __attribute__((always_inline)) void quant_decode_row(float* y, const uint8_t* in, int64_t left, int cols, int b) {
-    const quant_dec d = quant_dec_row(in, left, cols, b);
+    const int full = cols / 8;
+    const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
+    const __m256i mask = _mm256_set1_epi64x((1 << b) - 1);
+    const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    float lo;
+    uint16_t s16;
+    memcpy(&lo, in, 4);
+    memcpy(&s16, in + 4, 2);
+    const float scale = u2f((uint32_t)s16 << 16);
+    const uint8_t* codes = in + 6;
+    const __m256 lov = _mm256_set1_ps(lo), sv = _mm256_set1_ps(scale);
     int g = 0;
-    for (; g < d.full; g++) _mm256_storeu_ps(y + 8 * g, quant_group(&d, g));
-    for (int j = 8 * g; j < cols; j++) y[j] = quant_value(&d, j);
+    for (; g < full; g++) {
+        uint64_t w = 0;
+        if (6 + (int64_t)g * b + 8 <= left)
+            memcpy(&w, codes + (int64_t)g * b, 8);
+        else
+            memcpy(&w, codes + (int64_t)g * b, (size_t)b);
+        const __m256i wv = _mm256_set1_epi64x((long long)w);
+        const __m256i a = _mm256_and_si256(_mm256_srlv_epi64(wv, shlo), mask);
+        const __m256i h = _mm256_and_si256(_mm256_srlv_epi64(wv, shhi), mask);
+        // the low dwords of a and h, in order
+        const __m256i q = _mm256_permutevar8x32_epi32(
+            _mm256_blend_epi32(a, _mm256_slli_epi64(h, 32), 0xAA), even);
+        const __m256 v = _mm256_add_ps(lov, _mm256_mul_ps(_mm256_cvtepi32_ps(q), sv));
+        _mm256_storeu_ps(y + 8 * g, v);
+    }
+    for (int j = 8 * g; j < cols; j++) {
+        const int64_t bit = (int64_t)j * b;
+        uint32_t w = codes[bit >> 3];
+        if ((int)(bit & 7) + b > 8) w |= (uint32_t)codes[(bit >> 3) + 1] << 8;
+        const uint32_t q = (w >> (bit & 7)) & ((1u << b) - 1u);
+        y[j] = lo + ((float)q * scale);
+    }
 }
 
 AVX2 void gnn_quant_decode(float* dst, const uint8_t* src, int64_t rows, int cols, int b, int64_t srclen) {
@@ -487,39 +465,35 @@ typedef struct {
     __m256d e0, e1, n0, n1;
 } sq_lanes;
 
-// sq8 adds 8 values x against their decoded y into the lanes. The squares
-// are rounded before they are added (no contraction in ISO C).
-AVX2 static inline __attribute__((always_inline)) void sq8(sq_lanes* a, __m256 xv, __m256 yv) {
-    const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(xv)), xh = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
-    const __m256d dl = _mm256_sub_pd(xl, _mm256_cvtps_pd(_mm256_castps256_ps128(yv)));
-    const __m256d dh = _mm256_sub_pd(xh, _mm256_cvtps_pd(_mm256_extractf128_ps(yv, 1)));
-    a->e0 = _mm256_add_pd(a->e0, _mm256_mul_pd(dl, dl));
-    a->e1 = _mm256_add_pd(a->e1, _mm256_mul_pd(dh, dh));
-    a->n0 = _mm256_add_pd(a->n0, _mm256_mul_pd(xl, xl));
-    a->n1 = _mm256_add_pd(a->n1, _mm256_mul_pd(xh, xh));
-}
-
-// sq_tail adds the row's tail x[j..cols) against y[j..cols) into lanes
-// 0 .. cols-j-1 (j a multiple of 8), in the same order as sq8.
-AVX2 static inline __attribute__((always_inline)) void sq_tail(sq_lanes* a, const float* x, const float* y, int j, int cols) {
-    double ev[8], nv[8];
-    _mm256_storeu_pd(ev, a->e0), _mm256_storeu_pd(ev + 4, a->e1);
-    _mm256_storeu_pd(nv, a->n0), _mm256_storeu_pd(nv + 4, a->n1);
-    for (int t = 0; j < cols; j++, t++) {
-        const double v = (double)x[j], d = v - (double)y[j];
-        const double dd = d * d, vv = v * v;
-        ev[t] += dd;
-        nv[t] += vv;
-    }
-    a->e0 = _mm256_loadu_pd(ev), a->e1 = _mm256_loadu_pd(ev + 4);
-    a->n0 = _mm256_loadu_pd(nv), a->n1 = _mm256_loadu_pd(nv + 4);
-}
-
 // sq_row adds row x against its decoded y (cols values) into the lanes.
+// The squares are rounded before they are added (no contraction in ISO C).
 AVX2 static inline __attribute__((always_inline)) void sq_row(sq_lanes* a, const float* x, const float* y, int cols) {
+    __m256d e0 = a->e0, e1 = a->e1, n0 = a->n0, n1 = a->n1;
     int j = 0;
-    for (; j + 8 <= cols; j += 8) sq8(a, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j));
-    if (j < cols) sq_tail(a, x, y, j, cols);
+    for (; j + 8 <= cols; j += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + j), yv = _mm256_loadu_ps(y + j);
+        const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(xv)), xh = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
+        const __m256d dl = _mm256_sub_pd(xl, _mm256_cvtps_pd(_mm256_castps256_ps128(yv)));
+        const __m256d dh = _mm256_sub_pd(xh, _mm256_cvtps_pd(_mm256_extractf128_ps(yv, 1)));
+        e0 = _mm256_add_pd(e0, _mm256_mul_pd(dl, dl));
+        e1 = _mm256_add_pd(e1, _mm256_mul_pd(dh, dh));
+        n0 = _mm256_add_pd(n0, _mm256_mul_pd(xl, xl));
+        n1 = _mm256_add_pd(n1, _mm256_mul_pd(xh, xh));
+    }
+    if (j < cols) { // the row's tail: lanes 0 .. cols%8-1, in the same order
+        double ev[8], nv[8];
+        _mm256_storeu_pd(ev, e0), _mm256_storeu_pd(ev + 4, e1);
+        _mm256_storeu_pd(nv, n0), _mm256_storeu_pd(nv + 4, n1);
+        for (int t = 0; j < cols; j++, t++) {
+            const double v = (double)x[j], d = v - (double)y[j];
+            const double dd = d * d, vv = v * v;
+            ev[t] += dd;
+            nv[t] += vv;
+        }
+        e0 = _mm256_loadu_pd(ev), e1 = _mm256_loadu_pd(ev + 4);
+        n0 = _mm256_loadu_pd(nv), n1 = _mm256_loadu_pd(nv + 4);
+    }
+    a->e0 = e0, a->e1 = e1, a->n0 = n0, a->n1 = n1;
 }
 
 // sq_sum adds the lanes in order into out.
@@ -592,17 +566,60 @@ AVX2 static inline __attribute__((always_inline)) void delta_sub(float* d, const
 // into s and the row x against the new s into the lanes: quant_decode_row,
 // the add and sq_row in one pass.
 AVX2 static inline __attribute__((always_inline)) void delta_update(float* s, const float* x, const uint8_t* in, int64_t left, int cols, int b, sq_lanes* a) {
-    const quant_dec d = quant_dec_row(in, left, cols, b);
+    const int full = cols / 8;
+    const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
+    const __m256i mask = _mm256_set1_epi64x((1 << b) - 1);
+    const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    float lo;
+    uint16_t s16;
+    memcpy(&lo, in, 4);
+    memcpy(&s16, in + 4, 2);
+    const float scale = u2f((uint32_t)s16 << 16);
+    const uint8_t* codes = in + 6;
+    const __m256 lov = _mm256_set1_ps(lo), sv = _mm256_set1_ps(scale);
+    __m256d e0 = a->e0, e1 = a->e1, n0 = a->n0, n1 = a->n1;
     int g = 0;
-    for (; g < d.full; g++) {
-        const __m256 yv = _mm256_add_ps(_mm256_loadu_ps(s + 8 * g), quant_group(&d, g));
+    for (; g < full; g++) {
+        uint64_t w = 0;
+        if (6 + (int64_t)g * b + 8 <= left)
+            memcpy(&w, codes + (int64_t)g * b, 8);
+        else
+            memcpy(&w, codes + (int64_t)g * b, (size_t)b);
+        const __m256i wv = _mm256_set1_epi64x((long long)w);
+        const __m256i qa = _mm256_and_si256(_mm256_srlv_epi64(wv, shlo), mask);
+        const __m256i qh = _mm256_and_si256(_mm256_srlv_epi64(wv, shhi), mask);
+        const __m256i q = _mm256_permutevar8x32_epi32(_mm256_blend_epi32(qa, _mm256_slli_epi64(qh, 32), 0xAA), even);
+        const __m256 r = _mm256_add_ps(lov, _mm256_mul_ps(_mm256_cvtepi32_ps(q), sv));
+        const __m256 yv = _mm256_add_ps(_mm256_loadu_ps(s + 8 * g), r);
         _mm256_storeu_ps(s + 8 * g, yv);
-        sq8(a, _mm256_loadu_ps(x + 8 * g), yv);
+        const __m256 xv = _mm256_loadu_ps(x + 8 * g);
+        const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(xv)), xh = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
+        const __m256d dl = _mm256_sub_pd(xl, _mm256_cvtps_pd(_mm256_castps256_ps128(yv)));
+        const __m256d dh = _mm256_sub_pd(xh, _mm256_cvtps_pd(_mm256_extractf128_ps(yv, 1)));
+        e0 = _mm256_add_pd(e0, _mm256_mul_pd(dl, dl));
+        e1 = _mm256_add_pd(e1, _mm256_mul_pd(dh, dh));
+        n0 = _mm256_add_pd(n0, _mm256_mul_pd(xl, xl));
+        n1 = _mm256_add_pd(n1, _mm256_mul_pd(xh, xh));
     }
-    if (8 * g < cols) {
-        for (int j = 8 * g; j < cols; j++) s[j] += quant_value(&d, j);
-        sq_tail(a, x, s, 8 * g, cols);
+    if (8 * g < cols) { // the row's tail: lanes 0 .. cols%8-1, as in sq_row
+        double ev[8], nv[8];
+        _mm256_storeu_pd(ev, e0), _mm256_storeu_pd(ev + 4, e1);
+        _mm256_storeu_pd(nv, n0), _mm256_storeu_pd(nv + 4, n1);
+        for (int j = 8 * g, t = 0; j < cols; j++, t++) {
+            const int64_t bit = (int64_t)j * b;
+            uint32_t w = codes[bit >> 3];
+            if ((int)(bit & 7) + b > 8) w |= (uint32_t)codes[(bit >> 3) + 1] << 8;
+            const uint32_t q = (w >> (bit & 7)) & ((1u << b) - 1u);
+            s[j] += lo + ((float)q * scale);
+            const double v = (double)x[j], dd = v - (double)s[j];
+            const double e = dd * dd, vv = v * v;
+            ev[t] += e;
+            nv[t] += vv;
+        }
+        e0 = _mm256_loadu_pd(ev), e1 = _mm256_loadu_pd(ev + 4);
+        n0 = _mm256_loadu_pd(nv), n1 = _mm256_loadu_pd(nv + 4);
     }
+    a->e0 = e0, a->e1 = e1, a->n0 = n0, a->n1 = n1;
 }
 
 // gnn_quant_delta_encode is DeltaEncode (delta.go) for quant(b), b < 16, in
