@@ -107,25 +107,21 @@ tune() { # seed 0 of the core datasets, METIS, Q = 4; choices read on val_acc on
   done
 }
 
-core() {
+# grid5 grid methods...: every core dataset and partition, Q = 4, 5 seeds.
+grid5() {
+  local g=$1 s d p m
+  shift
   for s in 0 1 2 3 4; do
     for d in amazon_photo tolokers csbm100k; do
       for p in random metis; do
-        for m in $CORE_METHODS; do run core "$d" "$p" 4 "$m" "$s"; done
+        for m in "$@"; do run "$g" "$d" "$p" 4 "$m" "$s"; done
       done
     done
   done
 }
 
-core2() {
-  for s in 0 1 2 3 4; do
-    for d in amazon_photo tolokers csbm100k; do
-      for p in random metis; do
-        for m in $CORE2_METHODS; do run core2 "$d" "$p" 4 "$m" "$s"; done
-      done
-    done
-  done
-}
+core() { grid5 core $CORE_METHODS; }
+core2() { grid5 core2 $CORE2_METHODS; }
 
 scaling() {
   for s in 0 1 2; do
