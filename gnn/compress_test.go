@@ -82,7 +82,7 @@ func TestCompressedTraining(t *testing.T) {
 				wantBits := 32
 				lossy := l < mc.Layers-1 || !tc.rawLast
 				if lossy {
-					want = rows * (int64((w*bits+7)/8) + 6)
+					want = rows * (int64((w*bits+7)/8) + 3) // codes and the 3-byte row header
 					wantBits = bits
 				}
 				if last.BytesFwdLayer[l] != want || last.Bits[l] != wantBits {

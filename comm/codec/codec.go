@@ -11,18 +11,19 @@
 //	trunc(r)        per row the first k = max(1, floor(cols/r)) values as
 //	                float32 (k = 0 when cols = 0, k <= cols always);
 //	                4*rows*k bytes. Decode zero-fills columns k..cols-1.
-//	quant(b), b<=8  per row: lo float32, scale bf16 (6 bytes; the bf16 is
-//	                the high half of a float32 whose low half is 0), then the
-//	                cols b-bit codes packed LSB first: code j occupies bits
-//	                j*b .. j*b+b-1 of the row's bit stream, bit i of the
-//	                stream being bit i%8 of byte i/8; unused high bits of the
-//	                last byte are 0 (ignored on decode). stride = 6 +
-//	                ceil(cols*b/8) bytes, rows*stride bytes in all.
+//	quant(b), b<=8  per row: scale bf16 (the high half of a float32 whose
+//	                low half is 0), the grid origin's multiple k int8 (3
+//	                bytes; origin = k*n*scale/32), then the cols b-bit codes
+//	                packed LSB first: code j occupies bits j*b .. j*b+b-1 of
+//	                the row's bit stream, bit i of the stream being bit i%8
+//	                of byte i/8; unused high bits of the last byte are 0
+//	                (ignored on decode). stride = 3 + ceil(cols*b/8) bytes,
+//	                rows*stride bytes in all.
 //	quant(16)       bf16 (the high half of the float32 bits) per value,
 //	                stochastically rounded; 2*rows*cols bytes.
 //	quant(32)       raw float32, identical to none.
 //
-// Random draws (wire version 2) come from Philox4x32-10 (rng.Philox4x32):
+// Random draws (wire version 2 and later) come from Philox4x32-10 (rng.Philox4x32):
 // one block of 128 bits serves 16 columns, 8 bits each, so that a vector
 // unit makes the draws of 128 columns with one pass of 8 blocks and a GPU
 // thread those of its columns with one block. With h = Mix64(seed) and
@@ -52,7 +53,7 @@ import (
 
 // WireVersion is the version of the wire formats above. Ranks of one job
 // refuse to train unless their builds share it; change it with any format.
-const WireVersion = 2
+const WireVersion = 3
 
 // Spec is one codec: its kind and, for quant, the bits per value, for
 // trunc the rate that fixes the columns kept. It is all a device needs to
@@ -322,48 +323,62 @@ func ForRate(kind Kind, r float64) (Spec, error) {
 	return Quant(QuantBitsForRate(r)), nil
 }
 
-// quant is stochastic per-row affine quantization to b in 1..8 bits.
+// quant is stochastic per-row affine quantization to b in 1..8 bits, on a
+// grid whose origin is a multiple of 1/32 of its span, so that the header
+// is 3 bytes: the scale and the origin's multiple.
 //
 // Encode, per row x[0..cols) (all arithmetic float32, round to nearest; no
 // fused multiply-add: every product is rounded before it is added):
 //
-//	n     = 2^b - 1
-//	lo,hi = min, max of the row over its non-NaN values, plus 0 (which turns
-//	        -0 into +0, so that lo does not depend on the reduction order);
-//	        0, 0 if there are none, which includes cols = 0 (the header is
-//	        still sent)
-//	scale = (hi - lo) / n
-//	if scale is +Inf or NaN (hi - lo overflows, or infinite values):
-//	    scale = MaxFloat32 / n
-//	scale = scale rounded up to a bf16 (toward +Inf; at most MaxBF16)
-//	inv   = 1 / scale; if inv > MaxFloat32/256 (scale 0 or below ~2^-120):
-//	        scale = inv = 0
-//	f     = (x - lo) * (256*inv), clamped to [0, 256n] (NaN -> 0): the
-//	        value in 1/256 steps (256*inv is exact, so f is 256 times the
-//	        rounded (x - lo) * inv)
-//	g     = f rounded to the nearest integer, ties to even
-//	q     = g>>8 + (r < g&255 ? 1 : 0)       r = r(i, j) of the package doc
+//	n      = 2^b - 1
+//	lo,hi  = min, max of the row over its non-NaN values, plus 0 (which
+//	         turns -0 into +0); none (NaN only, or cols = 0), or both of
+//	         magnitude below 2^-96: the row is zero (scale = 0, k = 0)
+//	w      = hi - lo, MaxFloat32 where that overflows
+//	grid of a scale s: u = (n*s)*(1/32), k = floor(lo/u) (less 1 where
+//	         k*u > lo, the division having rounded up) clamped to
+//	         [-128, 127]; it fits when k*u <= lo and (k+32)*u >= hi
+//	scale  = the first s, each rounded up to a bf16 and capped at
+//	         sMax = bf16 below MaxFloat32/(5n), whose grid fits, among
+//	           w/n (an origin that happens to fall on the grid),
+//	           w/(n*31/32) (any row holding 0 fits: 1/32 of a span slack),
+//	           hi/(n*159/32) if lo > 0, -lo/(n*4) if hi < 0 (rows far
+//	           from 0: k = 127 or -128 and a wider span),
+//	         then the last of those doubled until it fits or reaches sMax
+//	origin = k*u (exact: n*s has at most 16 significant bits)
+//	inv    = 1 / scale
+//	f      = (x - origin) * (256*inv), clamped to [0, 256n] (NaN -> 0):
+//	         the value in 1/256 steps (256*inv is exact)
+//	g      = f rounded to the nearest integer, ties to even
+//	q      = g>>8 + (r < g&255 ? 1 : 0)       r = r(i, j) of the package doc
 //
-// and Decode gives x^ = lo + (float32(q) * scale). With r uniform, E[q] =
+// and Decode gives x^ = k*u + (float32(q) * scale). With r uniform, E[q] =
 // g/256 exactly, so E[x^] = x up to float32 rounding and 2^-9 of a step
 // (unbiased), and |x^ - x| <= scale (one step) plus half an ulp of the
 // row's magnitude (rounding of the sum). (Rounding f to 1/256 of a step
 // first makes the stochastic part an integer comparison with the 8-bit
-// draw, which is what a vector unit does fastest.)
-// Every decoded value lies in [lo, lo + n*scale], which holds the row (up
-// to the rounding of the division), and a constant row decodes exactly.
-// The bf16 scale saves 2 of the 8 bytes a float32 pair took and makes the
-// step at most 2^-7 coarser. (A bf16 lo would save 2 more, but moves lo by
-// up to 2^-7 |lo|: a row of values 1000 +- 0.003 would get a step 700
-// times its range.)
+// draw, which is what a vector unit does fastest.) Every decoded value lies
+// in [origin, origin + n*scale], which holds the row (up to the rounding of
+// the division). The step is at most 2^-7 above (hi-lo)/n for a row whose
+// grid origin falls on it (a row of ReLU outputs, whose min is 0), and at
+// most 32/31 (1 + 2^-7) above it for any row that holds 0 or lies within
+// 4 spans of it; a row far from 0 (all its values within 24% of each other)
+// gets a span of about hi/5 (lo > 0): halo activations, gradients and
+// residuals are almost never such rows. A constant row decodes exactly when
+// it is 0; any other decodes within a step of its value, unbiased.
+// (Version 2 sent lo as a float32, 6 header bytes in all: on a 64-wide
+// 2-bit row the 3 bytes saved are 14% of its bytes.)
 // Corner cases, outside what the trainer produces (it guarantees finite
-// activations): a row whose range is below ~2^-120*n is sent as constant lo;
-// values above lo + n*scale (a finite row whose range exceeds MaxFloat32)
-// are clamped to it; NaN values decode to lo; rows with infinities decode
-// to unspecified values. Nothing panics.
+// activations): values beyond the grid (rows whose span exceeds sMax*n, or
+// infinities) are clamped to it; NaN values decode to the origin. Nothing
+// panics and the bytes are the same on every implementation.
+
+// quantHeader is the bytes of a quant(b) row's header: the scale as a
+// bf16, then the grid origin's multiple k as an int8.
+const quantHeader = 3
 
 // quantStride is the bytes of one row of cols b-bit codes with its header.
-func quantStride(cols int, b uint) int { return 6 + (cols*int(b)+7)/8 }
+func quantStride(cols int, b uint) int { return quantHeader + (cols*int(b)+7)/8 }
 
 // maxBF16 is the largest finite bf16, as a float32.
 const maxBF16 = 0x7f7f0000
@@ -380,8 +395,38 @@ func bf16Up(s float32) float32 {
 	return math.Float32frombits(w)
 }
 
-// rowParams computes lo, scale and inv of one row as specified above.
-func rowParams(row []float32, n float32) (lo, scale, inv float32) {
+// quantTiny is the magnitude below which a row is sent as zero.
+const quantTiny = 0x1.0p-96
+
+// quantSMax is sMax for n = 2^b - 1.
+func quantSMax(n float32) float32 {
+	return math.Float32frombits(math.Float32bits(math.MaxFloat32/(5*n)) &^ 0xffff)
+}
+
+// quantGrid is the grid of scale s for a row [lo, hi]: its multiple k,
+// origin k*u, and whether it fits.
+func quantGrid(lo, hi, n, s float32) (k int8, origin float32, fits bool) {
+	u := float32(n*s) * (1.0 / 32)
+	if u == 0 {
+		return 0, 0, lo == 0 && hi == 0
+	}
+	f := float32(math.Floor(float64(lo / u)))
+	if float32(f*u) > lo {
+		f--
+	}
+	f = min(max(f, -128), 127)
+	origin = f * u
+	return int8(f), origin, origin <= lo && float32((f+32)*u) >= hi
+}
+
+// quantDecodeOrigin is the grid origin k*u of a header's scale and k.
+func quantDecodeOrigin(scale float32, k int8, n float32) float32 {
+	return float32(k) * (float32(n*scale) * (1.0 / 32))
+}
+
+// rowParams computes the origin, scale, inv and k of one row as specified
+// above.
+func rowParams(row []float32, n float32) (origin, scale, inv float32, k int8) {
 	lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
 	for _, v := range row {
 		if v < lo {
@@ -391,22 +436,42 @@ func rowParams(row []float32, n float32) (lo, scale, inv float32) {
 			hi = v
 		}
 	}
-	if lo > hi { // only NaN
-		return 0, 0, 0
+	return quantParams(lo, hi, n)
+}
+
+// quantParams is rowParams after the min/max pass (lo > hi: no values).
+func quantParams(lo, hi, n float32) (origin, scale, inv float32, k int8) {
+	if lo > hi || max(-lo, hi) < quantTiny {
+		return 0, 0, 0, 0
 	}
-	// -0 + 0 = +0: which zero a reduction finds first depends on its
-	// order, the header must not.
 	lo, hi = lo+0, hi+0
-	scale = (hi - lo) / n
-	if !(scale <= math.MaxFloat32) {
-		scale = math.MaxFloat32 / n
+	w := hi - lo
+	if !(w <= math.MaxFloat32) {
+		w = math.MaxFloat32
 	}
-	scale = bf16Up(scale)
+	sMax := quantSMax(n)
+	fits := false
+	try := func(t float32) {
+		scale = min(bf16Up(t), sMax)
+		k, origin, fits = quantGrid(lo, hi, n, scale)
+	}
+	try(w / n)
+	if !fits {
+		try(w / (n * (31.0 / 32)))
+	}
+	if !fits && lo > 0 {
+		try(hi / (n * (159.0 / 32)))
+	} else if !fits && hi < 0 {
+		try(-lo / (n * 4))
+	}
+	for !fits && scale < sMax {
+		try(2 * scale)
+	}
 	inv = 1 / scale
 	if inv > math.MaxFloat32/256 { // 256*inv must be finite
-		return lo, 0, 0
+		return 0, 0, 0, 0
 	}
-	return lo, scale, inv
+	return origin, scale, inv, k
 }
 
 func quantEncode(dst []byte, src []float32, rows, cols int, b uint, seed uint64) {
@@ -422,10 +487,10 @@ func quantEncode(dst []byte, src []float32, rows, cols int, b uint, seed uint64)
 	for i := range rows {
 		row := src[i*cols : (i+1)*cols]
 		out := dst[i*st : (i+1)*st]
-		lo, scale, inv := rowParams(row, n)
-		binary.LittleEndian.PutUint32(out[0:], math.Float32bits(lo))
-		binary.LittleEndian.PutUint16(out[4:], uint16(math.Float32bits(scale)>>16))
-		pack(out[6:], row, i, b, lo, 256*inv, 256*n, key)
+		lo, scale, inv, k := rowParams(row, n)
+		binary.LittleEndian.PutUint16(out[0:], uint16(math.Float32bits(scale)>>16))
+		out[2] = byte(k)
+		pack(out[quantHeader:], row, i, b, lo, 256*inv, 256*n, key)
 	}
 }
 
@@ -478,11 +543,12 @@ func quantDecode(dst []float32, src []byte, rows, cols int, b uint) {
 		return
 	}
 	st := quantStride(cols, b)
+	n := float32(int(1)<<b - 1)
 	for i := range rows {
 		in := src[i*st : (i+1)*st]
-		lo := math.Float32frombits(binary.LittleEndian.Uint32(in[0:]))
-		scale := math.Float32frombits(uint32(binary.LittleEndian.Uint16(in[4:])) << 16)
-		row, in := dst[i*cols:(i+1)*cols], in[6:]
+		scale := math.Float32frombits(uint32(binary.LittleEndian.Uint16(in[0:])) << 16)
+		lo := quantDecodeOrigin(scale, int8(in[2]), n)
+		row, in := dst[i*cols:(i+1)*cols], in[quantHeader:]
 		// Unrolled loops for the common widths decode whole groups of 8
 		// codes (b bytes) about twice as fast as the general loop, which
 		// then finishes the row.

@@ -92,7 +92,7 @@ func TestCodecWireSize(t *testing.T) {
 		check(Quant(32), 4*r*f)
 		check(Quant(16), 2*r*f)
 		for b := 1; b <= 8; b++ {
-			check(Quant(b), r*(6+(f*b+7)/8))
+			check(Quant(b), r*(3+(f*b+7)/8))
 		}
 		check(Trunc(1), 4*r*f)
 	}
@@ -161,36 +161,39 @@ func TestCodecTruncKeep(t *testing.T) {
 	}
 }
 
-// checkQuantRow checks the guarantees of quant(b) for one row: every value
-// within one step of the input and inside [lo, lo + n*scale], a range that
-// holds the row; the scale the bf16 at or above (hi-lo)/n.
+// checkQuantRow checks the guarantees of quant(b) for one row: the grid
+// [origin, origin + n*scale] holds the row, its span at least hi-lo and, for
+// a row holding 0, at most 32/31 of it (plus the bf16 rounding), for a row
+// whose min is 0 at most the bf16 rounding above it; every value
+// decodes inside it and within one step of the input; a zero row exactly.
 func checkQuantRow(t *testing.T, c Spec, x, y []float32, hdr []byte) {
 	t.Helper()
 	lo, hi := x[0], x[0]
 	for _, v := range x {
 		lo, hi = min(lo, v), max(hi, v)
 	}
-	scale := math.Float32frombits(uint32(binary.LittleEndian.Uint16(hdr[4:])) << 16)
-	if gotLo := math.Float32frombits(binary.LittleEndian.Uint32(hdr)); gotLo != lo {
-		t.Fatalf("%s: header lo %v, row min %v", c.Name(), gotLo, lo)
-	}
 	b := c.Bits()
 	n := float32(int(1)<<b - 1)
-	if want := (hi - lo) / n; scale < want || scale > want*(1+1.0/128) {
+	origin, scale := quantHeaderOf(hdr, b)
+	top := quantTop(hdr, b)
+	if origin > lo || top < hi {
+		t.Fatalf("%s: grid [%v, %v] does not hold the row [%v, %v]", c.Name(), origin, top, lo, hi)
+	}
+	want := (hi - lo) / n
+	if scale < want || (lo <= 0 && hi >= 0 && scale > want*(32.0/31)*(1+1.0/128)) || (lo == 0 && scale > want*(1+1.0/128)) {
 		t.Fatalf("%s: scale %v, (hi-lo)/n = %v", c.Name(), scale, want)
 	}
-	top := lo + n*scale
 	for j := range x {
-		if y[j] < lo || y[j] > top {
-			t.Fatalf("%s: %v decoded to %v outside [%v, %v]", c.Name(), x[j], y[j], lo, top)
+		if y[j] < origin || y[j] > top {
+			t.Fatalf("%s: %v decoded to %v outside [%v, %v]", c.Name(), x[j], y[j], origin, top)
 		}
-		// One step, plus the rounding of lo + q*scale to float32.
-		ulp := math.Abs(float64(math.Nextafter32(max(-lo, hi), float32(math.Inf(1)))) - float64(max(-lo, hi)))
+		// One step, plus the rounding of origin + q*scale to float32.
+		ulp := math.Abs(float64(math.Nextafter32(max(-origin, top), float32(math.Inf(1)))) - float64(max(-origin, top)))
 		if d := math.Abs(float64(y[j]) - float64(x[j])); d > float64(scale)*(1+1e-5)+ulp {
 			t.Fatalf("%s: %v decoded to %v, more than a step %v away", c.Name(), x[j], y[j], scale)
 		}
-		if lo == hi && y[j] != x[j] {
-			t.Fatalf("%s: constant row value %v decoded to %v", c.Name(), x[j], y[j])
+		if lo == 0 && hi == 0 && y[j] != x[j] {
+			t.Fatalf("%s: zero row value %v decoded to %v", c.Name(), x[j], y[j])
 		}
 	}
 }
@@ -213,6 +216,12 @@ func TestCodecQuantRoundTrip(t *testing.T) {
 					x[2*cols+j] = 1000 + x[2*cols+j]*1e-3
 				}
 			}
+			if rows > 3 { // ReLU outputs: the min is 0
+				for j := range cols {
+					x[3*cols+j] = max(x[3*cols+j], 0)
+				}
+				x[3*cols] = 0
+			}
 			p, y := roundTrip(t, c, x, rows, cols, uint64(b))
 			for i := range rows {
 				if cols > 0 {
@@ -226,7 +235,7 @@ func TestCodecQuantRoundTrip(t *testing.T) {
 // refQuant is a plain transcription of the quant(b) format, bit by bit, to
 // check the optimised pack and unpack loops against.
 func refQuant(x []float32, rows, cols, b int, seed uint64) []byte {
-	stride := 6 + (cols*b+7)/8
+	stride := 3 + (cols*b+7)/8
 	out := make([]byte, rows*stride)
 	n := float32(int(1)<<b - 1)
 	h := mix64(seed)
@@ -238,25 +247,18 @@ func refQuant(x []float32, rows, cols, b int, seed uint64) []byte {
 				lo, hi = min(lo, v), max(hi, v)
 			}
 		}
-		if lo > hi {
-			lo, hi = 0, 0
-		}
-		lo, hi = lo+0, hi+0
-		scale := (hi - lo) / n
-		if math.IsInf(float64(scale), 0) || math.IsNaN(float64(scale)) {
-			scale = math.MaxFloat32 / n
-		}
-		scale = refBF16Up(scale)
-		inv := 1 / scale
-		if inv > math.MaxFloat32/256 {
-			scale, inv = 0, 0
+		scale, k := refGrid(lo, hi, n)
+		lo = float32(k) * (float32(n*scale) / 32)
+		inv := float32(0)
+		if scale != 0 {
+			inv = 1 / scale
 		}
 		o := out[i*stride:]
-		lb, sb := math.Float32bits(lo), math.Float32bits(scale)
+		sb := math.Float32bits(scale)
 		if sb&0xffff != 0 {
 			panic("refQuant: the scale is not a bf16")
 		}
-		o[0], o[1], o[2], o[3], o[4], o[5] = byte(lb), byte(lb>>8), byte(lb>>16), byte(lb>>24), byte(sb>>16), byte(sb>>24)
+		o[0], o[1], o[2] = byte(sb>>16), byte(sb>>24), byte(int8(k))
 		for j, v := range row {
 			f := (v - lo) * (inv * 256)
 			if math.IsNaN(float64(f)) || f < 0 {
@@ -271,7 +273,7 @@ func refQuant(x []float32, rows, cols, b int, seed uint64) []byte {
 			for bit := range b {
 				if q>>bit&1 == 1 {
 					pos := j*b + bit
-					o[6+pos/8] |= 1 << (pos % 8)
+					o[3+pos/8] |= 1 << (pos % 8)
 				}
 			}
 		}
@@ -292,18 +294,66 @@ func refBF16Up(s float32) float32 {
 	return float32(min(3.3895313892515355e38, math.Ceil(v/ulp)*ulp))
 }
 
+// refGrid is the scale and grid multiple k of a row [lo, hi] (lo > hi:
+// no values) as the quant(b) spec lists them, candidate by candidate.
+func refGrid(lo, hi, n float32) (scale float32, k int) {
+	if lo > hi || (math.Abs(float64(lo)) < 0x1p-96 && math.Abs(float64(hi)) < 0x1p-96) {
+		return 0, 0
+	}
+	lo, hi = lo+0, hi+0
+	w := hi - lo
+	if math.IsInf(float64(w), 0) {
+		w = math.MaxFloat32
+	}
+	sMax := math.Float32frombits(math.Float32bits(math.MaxFloat32/(5*n)) >> 16 << 16)
+	fits := func(s float32) (int, bool) {
+		u := float32(n*s) / 32
+		if u == 0 {
+			return 0, lo == 0 && hi == 0
+		}
+		f := math.Floor(float64(lo / u))
+		if float32(float32(f)*u) > lo {
+			f--
+		}
+		f = min(max(f, -128), 127)
+		return int(f), float32(float32(f)*u) <= lo && float32(float32(f+32)*u) >= hi
+	}
+	cands := []float32{w / n, w / (n * 31 / 32)}
+	if lo > 0 {
+		cands = append(cands, hi/(n*159/32))
+	} else if hi < 0 {
+		cands = append(cands, -lo/(n*4))
+	}
+	ok := false
+	for _, c := range cands {
+		scale = min(refBF16Up(c), sMax)
+		if k, ok = fits(scale); ok {
+			break
+		}
+	}
+	for !ok && scale < sMax {
+		scale = min(refBF16Up(2*scale), sMax)
+		k, ok = fits(scale)
+	}
+	if scale == 0 || 1/scale > math.MaxFloat32/256 {
+		return 0, 0
+	}
+	return scale, k
+}
+
 func refDequant(p []byte, rows, cols, b int) []float32 {
-	stride := 6 + (cols*b+7)/8
+	stride := 3 + (cols*b+7)/8
 	y := make([]float32, rows*cols)
 	for i := range rows {
 		o := p[i*stride:]
-		lo := math.Float32frombits(uint32(o[0]) | uint32(o[1])<<8 | uint32(o[2])<<16 | uint32(o[3])<<24)
-		scale := math.Float32frombits(uint32(o[4])<<16 | uint32(o[5])<<24)
+		scale := math.Float32frombits(uint32(o[0])<<16 | uint32(o[1])<<24)
+		n := float32(int(1)<<b - 1)
+		lo := float32(int8(o[2])) * (float32(n*scale) / 32)
 		for j := range cols {
 			q := 0
 			for bit := range b {
 				pos := j*b + bit
-				q |= int(o[6+pos/8]>>(pos%8)&1) << bit
+				q |= int(o[3+pos/8]>>(pos%8)&1) << bit
 			}
 			m := float32(float32(q) * scale) // rounded, as the GPU's -fmad=false
 			y[i*cols+j] = lo + m
@@ -333,7 +383,7 @@ func TestCodecQuantReference(t *testing.T) {
 			}
 			// Decode arbitrary bytes too, to exercise every code value.
 			for i := range got {
-				if i%(len(got)/rows) >= 6 {
+				if i%(len(got)/rows) >= 3 {
 					got[i] = byte(rng.Uint32())
 				}
 			}
@@ -356,9 +406,9 @@ func TestCodecGolden(t *testing.T) {
 		c    Spec
 		want string
 	}{
-		{Quant(1), "0000a0bf8840150000e0c0604115"},
-		{Quant(3), "0000a0bf1c3fc3650000e0c00040c447"},
-		{Quant(8), "0000a0bf893c6900fe50ce0000e0c0613d8000ff7f84"},
+		{Quant(1), "8d40f6156041f015"},
+		{Quant(3), "213ff6c3650040f0c447"},
+		{Quant(8), "8d3cf66d07fe55d0613df08000ff7f85"},
 		{Quant(16), "003fa0bf4040cd3d0d40833ae0c0e0400000803e"},
 		{Trunc(2.5), "0000003f0000a0bf6f12833a0000e0c0"},
 	}
@@ -375,7 +425,7 @@ func TestCodecGolden(t *testing.T) {
 		c    Spec
 		want string
 	}{
-		{Quant(4), "abaa2abf05410001f00002"},
+		{Quant(4), "0941ff1111f10002"},
 		{Quant(16), "ab3e2abfcc3d333f2837f7429abe243b1f41"},
 	} {
 		p := make([]byte, tc.c.WireSize(1, len(x)))
@@ -412,8 +462,7 @@ func TestCodecQuantUnbiased(t *testing.T) {
 			for j := range cols {
 				var step, prob float64
 				if c.Bits() <= 8 {
-					lo := math.Float32frombits(binary.LittleEndian.Uint32(p))
-					scale := math.Float32frombits(uint32(binary.LittleEndian.Uint16(p[4:])) << 16)
+					lo, scale := quantHeaderOf(p, c.Bits())
 					f := float32((x[j] - lo) * (1 / scale))
 					f = min(max(f, 0), float32(int(1)<<c.Bits()-1))
 					step, prob = float64(scale), float64(f-float32(math.Floor(float64(f))))
@@ -719,29 +768,44 @@ func TestCodecQuantNonFinite(t *testing.T) {
 			if !finite {
 				continue // no panic is all that is promised
 			}
-			if p := mustEncode(c, x); lo == 0 && binary.LittleEndian.Uint32(p) != 0 {
-				t.Errorf("%s %v: header lo %08x, want +0", c.Name(), x, binary.LittleEndian.Uint32(p))
+			pos := append([]float32(nil), x...) // -0 turned +0: the same bytes
+			for j := range pos {
+				pos[j] += 0
 			}
+			if p, q := mustEncode(c, x), mustEncode(c, pos); !bytes.Equal(p, q) {
+				t.Errorf("%s %v: payload %x, with +0 for -0 %x", c.Name(), x, p, q)
+			}
+			origin, _ := quantHeaderOf(p, c.Bits())
 			top := quantTop(p, c.Bits())
+			// Rows beyond sMax's grid are clamped; tiny ones are sent as 0.
+			if m := max(-lo, hi); m >= 0x1p-96 && m <= 1e37 && !(origin <= lo && top >= hi) {
+				t.Errorf("%s %v: grid [%v, %v] does not hold [%v, %v]", c.Name(), x, origin, top, lo, hi)
+			}
 			for j, v := range y {
 				if x[j] != x[j] {
-					if v != lo && !(lo != lo && v == 0) {
-						t.Errorf("%s %v: NaN decoded to %v, want lo %v", c.Name(), x, v, lo)
+					if v != origin {
+						t.Errorf("%s %v: NaN decoded to %v, want the origin %v", c.Name(), x, v, origin)
 					}
 					continue
 				}
-				if !(v >= lo && v <= top) {
-					t.Errorf("%s %v: %v decoded to %v outside [%v, %v]", c.Name(), x, x[j], v, lo, top)
+				if !(v >= origin && v <= top) {
+					t.Errorf("%s %v: %v decoded to %v outside [%v, %v]", c.Name(), x, x[j], v, origin, top)
 				}
 			}
 		}
 	}
 }
 
-// quantTop is lo + n*scale of a quant(b) payload row: its largest value.
+// quantHeaderOf is the grid origin and the scale of a quant(b) payload row.
+func quantHeaderOf(p []byte, b int) (origin, scale float32) {
+	n := float32(int(1)<<b - 1)
+	scale = math.Float32frombits(uint32(binary.LittleEndian.Uint16(p)) << 16)
+	return float32(int8(p[2])) * (float32(n*scale) / 32), scale
+}
+
+// quantTop is origin + n*scale of a quant(b) payload row: its largest value.
 func quantTop(p []byte, b int) float32 {
-	lo := math.Float32frombits(binary.LittleEndian.Uint32(p))
-	scale := math.Float32frombits(uint32(binary.LittleEndian.Uint16(p[4:])) << 16)
+	lo, scale := quantHeaderOf(p, b)
 	return lo + float32(float32(int(1)<<b-1)*scale)
 }
 
@@ -776,7 +840,7 @@ func ExampleForRate() {
 	// Output:
 	// r=1: none 1024 B, trunc(r=1) 1024 B
 	// r=2: quant(b=16,bf16) 512 B, trunc(r=2) 512 B
-	// r=4: quant(b=8) 262 B, trunc(r=4) 256 B
-	// r=8: quant(b=4) 134 B, trunc(r=8) 128 B
-	// r=32: quant(b=1) 38 B, trunc(r=32) 32 B
+	// r=4: quant(b=8) 259 B, trunc(r=4) 256 B
+	// r=8: quant(b=4) 131 B, trunc(r=8) 128 B
+	// r=32: quant(b=1) 35 B, trunc(r=32) 32 B
 }

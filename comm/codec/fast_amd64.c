@@ -15,6 +15,9 @@
 
 #define AVX2 __attribute__((target("avx2")))
 
+// QUANT_HEADER is the bytes of a quant(b) row's header (codec.go quantHeader).
+#define QUANT_HEADER 3
+
 int gnn_codec_have_avx2(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2");
@@ -76,7 +79,6 @@ static inline uint32_t f2u(float f) {
     return u;
 }
 
-static inline void put_u32le(uint8_t* p, uint32_t w) { memcpy(p, &w, 4); }
 
 static inline float u2f(uint32_t u) {
     float f;
@@ -131,23 +133,68 @@ AVX2 static inline __attribute__((always_inline)) void row_minmax(const float* x
     *lop = lo, *hip = hi;
 }
 
-// row_params is the reference's rowParams given the row's min and max.
-static inline float row_params(float lo, float hi, float n, float* scale, float* inv) {
-    if (lo > hi) {
-        *scale = *inv = 0;
+// quant_grid is the reference's quantGrid: the multiple k and the origin
+// of scale s's grid for a row [lo, hi], and whether it fits.
+static inline int quant_grid(float lo, float hi, float n, float s, float* origin, int* k) {
+    const float u = (n * s) * (1.0f / 32);
+    if (u == 0) {
+        *origin = 0, *k = 0;
+        return lo == 0 && hi == 0;
+    }
+    float f = floorf(lo / u);
+    if (f * u > lo) f -= 1;
+    f = f < -128 ? -128 : f > 127 ? 127 : f;
+    *origin = f * u, *k = (int)f;
+    return *origin <= lo && (f + 32) * u >= hi;
+}
+
+// quant_params is the reference's quantParams given the row's min and max:
+// it returns the grid origin and sets scale, inv and k.
+static inline float quant_params(float lo, float hi, float n, float* scale, float* inv, int* k) {
+    const float tiny = 0x1.0p-96f;
+    if (lo > hi || (-lo < tiny && hi < tiny)) {
+        *scale = *inv = 0, *k = 0;
         return 0;
     }
     lo = lo + 0.0f, hi = hi + 0.0f;
-    float s = (hi - lo) / n;
-    if (!(s <= FLT_MAX)) s = FLT_MAX / n;
-    s = bf16_up(s);
+    float w = hi - lo;
+    if (!(w <= FLT_MAX)) w = FLT_MAX;
+    const float smax = u2f(f2u(FLT_MAX / (5 * n)) & ~0xffffu);
+    float s = bf16_up(w / n), origin;
+    s = s < smax ? s : smax;
+    int fits = quant_grid(lo, hi, n, s, &origin, k);
+    if (!fits) {
+        s = bf16_up(w / (n * (31.0f / 32)));
+        s = s < smax ? s : smax;
+        fits = quant_grid(lo, hi, n, s, &origin, k);
+    }
+    if (!fits && (lo > 0 || hi < 0)) {
+        s = bf16_up(lo > 0 ? hi / (n * (159.0f / 32)) : -lo / (n * 4));
+        s = s < smax ? s : smax;
+        fits = quant_grid(lo, hi, n, s, &origin, k);
+    }
+    while (!fits && s < smax) {
+        s = bf16_up(2 * s);
+        s = s < smax ? s : smax;
+        fits = quant_grid(lo, hi, n, s, &origin, k);
+    }
     const float iv = 1.0f / s;
     if (iv > FLT_MAX / 256) {
-        *scale = *inv = 0;
-        return lo;
+        *scale = *inv = 0, *k = 0;
+        return 0;
     }
     *scale = s, *inv = iv;
-    return lo;
+    return origin;
+}
+
+// quant_header reads a payload row's header: it returns the grid origin and
+// sets scale.
+static inline float quant_header(const uint8_t* in, float n, float* scale) {
+    uint16_t s16;
+    memcpy(&s16, in, 2);
+    const float s = u2f((uint32_t)s16 << 16);
+    *scale = s;
+    return (float)(int8_t)in[2] * ((n * s) * (1.0f / 32));
 }
 
 // draws8 is the 8 draws of half h (0: columns 0-7, 1: 8-15) of a block.
@@ -215,7 +262,7 @@ typedef struct {
 AVX2 static void quant_enc_init(quant_enc* q, int cols, int b, uint32_t k0, uint32_t k1) {
     q->cols = cols, q->b = b, q->full = cols / 8;
     q->n = (float)((1 << b) - 1);
-    q->cb = ((int64_t)cols * b + 7) / 8, q->stride = 6 + q->cb;
+    q->cb = ((int64_t)cols * b + 7) / 8, q->stride = QUANT_HEADER + q->cb;
     q->shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), q->shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
     q->sh32 = _mm256_mullo_epi32(_mm256_set1_epi32(b), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     // per 128-bit lane, the low b bytes of each dword, packed (b <= 4)
@@ -241,11 +288,12 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const qu
     const philox_keys* ks = &q->ks;
     {
         float scale, inv;
-        const float lo = row_params(mn, mx, n, &scale, &inv);
-        put_u32le(out, f2u(lo));
+        int k;
+        const float lo = quant_params(mn, mx, n, &scale, &inv, &k);
         const uint16_t s16 = (uint16_t)(f2u(scale) >> 16);
-        memcpy(out + 4, &s16, 2);
-        uint8_t* codes = out + 6;
+        memcpy(out, &s16, 2);
+        out[2] = (uint8_t)(int8_t)k;
+        uint8_t* codes = out + QUANT_HEADER;
         const __m256 lov = _mm256_set1_ps(lo), inv256 = _mm256_set1_ps(256 * inv);
         for (int jb = 0; jb < cols; jb += 128) { // 16 groups, 8 blocks
             __m128i d[8];
@@ -410,17 +458,14 @@ AVX2 static inline __attribute__((always_inline)) void quant_decode_row(float* y
     const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
     const __m256i mask = _mm256_set1_epi64x((1 << b) - 1);
     const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-    float lo;
-    uint16_t s16;
-    memcpy(&lo, in, 4);
-    memcpy(&s16, in + 4, 2);
-    const float scale = u2f((uint32_t)s16 << 16);
-    const uint8_t* codes = in + 6;
+    float scale;
+    const float lo = quant_header(in, (float)((1 << b) - 1), &scale);
+    const uint8_t* codes = in + QUANT_HEADER;
     const __m256 lov = _mm256_set1_ps(lo), sv = _mm256_set1_ps(scale);
     int g = 0;
     for (; g < full; g++) {
         uint64_t w = 0;
-        if (6 + (int64_t)g * b + 8 <= left)
+        if (QUANT_HEADER + (int64_t)g * b + 8 <= left)
             memcpy(&w, codes + (int64_t)g * b, 8);
         else
             memcpy(&w, codes + (int64_t)g * b, (size_t)b);
@@ -443,7 +488,7 @@ AVX2 static inline __attribute__((always_inline)) void quant_decode_row(float* y
 }
 
 AVX2 void gnn_quant_decode(float* dst, const uint8_t* src, int64_t rows, int cols, int b, int64_t srclen) {
-    const int64_t stride = 6 + ((int64_t)cols * b + 7) / 8;
+    const int64_t stride = QUANT_HEADER + ((int64_t)cols * b + 7) / 8;
     for (int64_t i = 0; i < rows; i++) quant_decode_row(dst + i * cols, src + i * stride, srclen - i * stride, cols, b);
 }
 
@@ -570,18 +615,15 @@ AVX2 static inline __attribute__((always_inline)) void delta_update(float* s, co
     const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
     const __m256i mask = _mm256_set1_epi64x((1 << b) - 1);
     const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-    float lo;
-    uint16_t s16;
-    memcpy(&lo, in, 4);
-    memcpy(&s16, in + 4, 2);
-    const float scale = u2f((uint32_t)s16 << 16);
-    const uint8_t* codes = in + 6;
+    float scale;
+    const float lo = quant_header(in, (float)((1 << b) - 1), &scale);
+    const uint8_t* codes = in + QUANT_HEADER;
     const __m256 lov = _mm256_set1_ps(lo), sv = _mm256_set1_ps(scale);
     __m256d e0 = a->e0, e1 = a->e1, n0 = a->n0, n1 = a->n1;
     int g = 0;
     for (; g < full; g++) {
         uint64_t w = 0;
-        if (6 + (int64_t)g * b + 8 <= left)
+        if (QUANT_HEADER + (int64_t)g * b + 8 <= left)
             memcpy(&w, codes + (int64_t)g * b, 8);
         else
             memcpy(&w, codes + (int64_t)g * b, (size_t)b);
@@ -656,7 +698,7 @@ AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* id
 // gnn_quant_delta_add is DeltaAdd (delta.go) for quant(b), b < 16: ref row
 // rows[k] += the decoded payload row k. buf holds cols floats.
 AVX2 void gnn_quant_delta_add(float* ref, const int32_t* rowsIdx, int64_t rows, const uint8_t* src, int64_t srclen, int cols, int b, float* buf) {
-    const int64_t stride = 6 + ((int64_t)cols * b + 7) / 8;
+    const int64_t stride = QUANT_HEADER + ((int64_t)cols * b + 7) / 8;
     for (int64_t k = 0; k < rows; k++) {
         quant_decode_row(buf, src + k * stride, srclen - k * stride, cols, b);
         float* s = ref + (int64_t)rowsIdx[k] * cols;

@@ -46,6 +46,12 @@ func TestFastPath(t *testing.T) {
 				row[j] = -2.5
 			}
 		},
+		func(row []float32) { // far from 0: quant's wider grid candidates
+			o := float32([]float64{5, -1000, 4, 0x1p-97}[r.IntN(4)])
+			for j := range row {
+				row[j] = o + o*0.25*float32(r.Float64())
+			}
+		},
 		func(row []float32) {
 			for j := range row {
 				row[j] = float32(math.NaN())

@@ -33,11 +33,13 @@ extern "C" __global__ void quant_encode(int rows, int cols, int b, const int* id
             quant_minmax_merge(&lo, &hi, ol, oh);
         }
         float scale, inv;
-        lo = quant_params(lo, hi, n, &scale, &inv);
+        int k;
+        lo = quant_params(lo, hi, n, &scale, &inv, &k);
         unsigned char* out = dst + (long long)i * stride;
-        if (lane == 0) quant_header(out, lo, scale);
+        if (lane == 0) quant_header(out, scale, k);
         for (int g = lane; g < groups; g += 32)
-            quant_group(x, cols, b, g, lo, 256 * inv, 256 * n, i, (unsigned int)h, (unsigned int)(h >> 32), out + 6);
+            quant_group(x, cols, b, g, lo, 256 * inv, 256 * n, i, (unsigned int)h, (unsigned int)(h >> 32),
+                        out + QUANT_HEADER);
     }
 }
 

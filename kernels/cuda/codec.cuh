@@ -8,9 +8,13 @@
 
 // ---- quant(b), b in 1..8 ----
 
-// quant_stride is the payload bytes per row: 6 + ceil(cols*b/8).
+// QUANT_HEADER is the bytes of a row's header: the bf16 scale, then the
+// grid origin's multiple k (int8).
+#define QUANT_HEADER 3
+
+// quant_stride is the payload bytes per row: 3 + ceil(cols*b/8).
 __host__ __device__ __forceinline__ long long quant_stride(int cols, int b) {
-    return 6 + ((long long)cols * b + 7) / 8;
+    return QUANT_HEADER + ((long long)cols * b + 7) / 8;
 }
 
 // bf16_up is bf16Up: s >= 0 rounded up to a bf16, at most the largest
@@ -22,32 +26,71 @@ __host__ __device__ __forceinline__ float bf16_up(float s) {
     return f32frombits(w >= 0x7f800000u ? 0x7f7f0000u : w);
 }
 
-// quant_params is rowParams after the min/max pass: lo and hi are the
+// quant_grid is quantGrid: the multiple k and the origin of scale s's grid
+// for a row [lo, hi], and whether it fits.
+__host__ __device__ __forceinline__ int quant_grid(float lo, float hi, float n, float s, float* origin, int* k) {
+    const float u = (n * s) * (1.0f / 32);
+    if (u == 0.0f) {
+        *origin = 0.0f;
+        *k = 0;
+        return lo == 0.0f && hi == 0.0f;
+    }
+    float f = floorf(lo / u);
+    if (f * u > lo) f -= 1.0f;
+    f = f < -128.0f ? -128.0f : f > 127.0f ? 127.0f : f;
+    *origin = f * u;
+    *k = (int)f;
+    return *origin <= lo && (f + 32.0f) * u >= hi;
+}
+
+// quant_smax is sMax: the bf16 below MaxFloat32/(5n).
+__host__ __device__ __forceinline__ float quant_smax(float n) {
+    return f32frombits(f32bits(GNN_FLT_MAX / (5.0f * n)) & ~0xffffu);
+}
+
+// quant_params is quantParams after the min/max pass: lo and hi are the
 // smallest and largest non-NaN values (lo > hi when there are none), n =
-// 2^b-1. It returns lo and sets scale and inv.
-__host__ __device__ __forceinline__ float quant_params(float lo, float hi, float n, float* scale,
-                                                       float* inv) {
-    if (lo > hi) { // only NaN, or no columns
+// 2^b-1. It returns the grid origin and sets scale, inv and k.
+__host__ __device__ __forceinline__ float quant_params(float lo, float hi, float n, float* scale, float* inv,
+                                                       int* k) {
+    const float tiny = 1.2621774483536189e-29f; // 2^-96
+    if (lo > hi || (-lo < tiny && hi < tiny)) { // only NaN, no columns, or tiny
         *scale = 0.0f;
         *inv = 0.0f;
+        *k = 0;
         return 0.0f;
     }
     // lo+0 and hi+0 (-0 -> +0; no other value changes), written as a
     // select so that no optimizer can drop the addition.
     if (lo == 0.0f) lo = 0.0f;
     if (hi == 0.0f) hi = 0.0f;
-    float s = (hi - lo) / n;
-    if (!(s <= GNN_FLT_MAX)) s = GNN_FLT_MAX / n;
-    s = bf16_up(s);
+    float w = hi - lo;
+    if (!(w <= GNN_FLT_MAX)) w = GNN_FLT_MAX;
+    const float smax = quant_smax(n);
+    float s = fminf(bf16_up(w / n), smax), origin;
+    int fits = quant_grid(lo, hi, n, s, &origin, k);
+    if (!fits) {
+        s = fminf(bf16_up(w / (n * (31.0f / 32))), smax);
+        fits = quant_grid(lo, hi, n, s, &origin, k);
+    }
+    if (!fits && (lo > 0.0f || hi < 0.0f)) {
+        s = fminf(bf16_up(lo > 0.0f ? hi / (n * (159.0f / 32)) : -lo / (n * 4.0f)), smax);
+        fits = quant_grid(lo, hi, n, s, &origin, k);
+    }
+    while (!fits && s < smax) {
+        s = fminf(bf16_up(2.0f * s), smax);
+        fits = quant_grid(lo, hi, n, s, &origin, k);
+    }
     const float iv = 1.0f / s;
     if (iv > GNN_FLT_MAX / 256) { // 256*inv must be finite
         *scale = 0.0f;
         *inv = 0.0f;
-        return lo;
+        *k = 0;
+        return 0.0f;
     }
     *scale = s;
     *inv = iv;
-    return lo;
+    return origin;
 }
 
 // quant_code is code(): the b-bit code of x with the 8-bit draw r, inv256
@@ -63,7 +106,7 @@ __host__ __device__ __forceinline__ unsigned int quant_code(float x, float lo, f
 }
 
 // quant_group writes codes 8g .. min(8g+8, cols)-1 of row i (values x)
-// into the code area out (the payload row after its 6-byte header): they
+// into the code area out (the payload row after its header): they
 // fill bytes g*b .. g*b+b-1 exactly (LSB first), or, for a last partial
 // group, its first ceil(count*b/8) bytes with the unused high bits 0. The
 // draws are half g%2 of Philox block (g/2, i) under key (k0, k1).
@@ -80,20 +123,6 @@ __host__ __device__ __forceinline__ void quant_group(const float* x, int cols, i
     const int nbytes = (cnt * b + 7) / 8;
     out += (long long)g * b;
     for (int k = 0; k < nbytes; k++) out[k] = (unsigned char)(acc >> (8 * k));
-}
-
-// put_f32le stores v little-endian at p (payload rows are not 4-aligned).
-__host__ __device__ __forceinline__ void put_f32le(unsigned char* p, float v) {
-    const unsigned int w = f32bits(v);
-    p[0] = (unsigned char)w;
-    p[1] = (unsigned char)(w >> 8);
-    p[2] = (unsigned char)(w >> 16);
-    p[3] = (unsigned char)(w >> 24);
-}
-
-__host__ __device__ __forceinline__ float get_f32le(const unsigned char* p) {
-    return f32frombits((unsigned int)p[0] | (unsigned int)p[1] << 8 | (unsigned int)p[2] << 16 |
-                       (unsigned int)p[3] << 24);
 }
 
 // quant_decode_value is x^ of code j of a payload row's code area in:
@@ -132,13 +161,18 @@ __host__ __device__ __forceinline__ void quant_minmax_merge(float* lo, float* hi
     if (oh > *hi) *hi = oh;
 }
 
-// quant_header writes a payload row's 6-byte header: lo, then the bf16
-// scale (its float32's high half).
-__host__ __device__ __forceinline__ void quant_header(unsigned char* out, float lo, float scale) {
-    put_f32le(out, lo);
+// quant_header writes a payload row's header: the bf16 scale (its
+// float32's high half), then k.
+__host__ __device__ __forceinline__ void quant_header(unsigned char* out, float scale, int k) {
     const unsigned int w = f32bits(scale);
-    out[4] = (unsigned char)(w >> 16);
-    out[5] = (unsigned char)(w >> 24);
+    out[0] = (unsigned char)(w >> 16);
+    out[1] = (unsigned char)(w >> 24);
+    out[2] = (unsigned char)(signed char)k;
+}
+
+// quant_origin is the grid origin k*(n*scale/32) of a payload row's header.
+__host__ __device__ __forceinline__ float quant_origin(const unsigned char* in, float n, float scale) {
+    return (float)(signed char)in[2] * ((n * scale) * (1.0f / 32));
 }
 
 // quant_decode_elem is element e (row i = e/cols, column j) of a quant(b)
@@ -147,8 +181,9 @@ __host__ __device__ __forceinline__ float quant_decode_elem(long long e, int col
     const long long i = e / cols;
     const int j = (int)(e - i * cols);
     const unsigned char* in = src + i * quant_stride(cols, b);
-    const float scale = f32frombits((unsigned int)in[4] << 16 | (unsigned int)in[5] << 24);
-    return quant_decode_value(in + 6, b, j, get_f32le(in), scale);
+    const float scale = f32frombits((unsigned int)in[0] << 16 | (unsigned int)in[1] << 24);
+    const float n = (float)((1 << b) - 1);
+    return quant_decode_value(in + QUANT_HEADER, b, j, quant_origin(in, n, scale), scale);
 }
 
 // ---- quant(16): bf16 ----

@@ -48,20 +48,23 @@ static int twin_quant_encode(int rows, int cols, int b, const int* idx, const fl
         }
         // Every lane derives the header; they must agree.
         float scale0 = 0, inv0 = 0, lo0 = 0;
+        int k0 = 0;
         for (int lane = 0; lane < 32; lane++) {
             float scale, inv;
-            const float l = quant_params(lo[lane], hi[lane], n, &scale, &inv);
+            int k;
+            const float l = quant_params(lo[lane], hi[lane], n, &scale, &inv, &k);
             if (lane == 0) {
-                lo0 = l, scale0 = scale, inv0 = inv;
+                lo0 = l, scale0 = scale, inv0 = inv, k0 = k;
             } else if (f32bits(l) != f32bits(lo0) || f32bits(scale) != f32bits(scale0) ||
-                       f32bits(inv) != f32bits(inv0)) {
+                       f32bits(inv) != f32bits(inv0) || k != k0) {
                 return i + 1;
             }
         }
         unsigned char* out = dst + (long long)i * stride;
-        quant_header(out, lo0, scale0);
+        quant_header(out, scale0, k0);
         for (int g = 0; g < groups; g++)
-            quant_group(x, cols, b, g, lo0, 256 * inv0, 256 * n, i, (unsigned int)h, (unsigned int)(h >> 32), out + 6);
+            quant_group(x, cols, b, g, lo0, 256 * inv0, 256 * n, i, (unsigned int)h, (unsigned int)(h >> 32),
+                        out + QUANT_HEADER);
     }
     return 0;
 }

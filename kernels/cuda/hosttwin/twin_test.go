@@ -50,6 +50,28 @@ var rowKinds = []struct {
 		}
 	}},
 	{"constant", func(r *rand.Rand, row []float32) { fillAll(row, 3.25) }},
+	// Far from 0 on either side, and at the boundary of the grid multiple's
+	// range (4 spans): the wider grid candidates of quant.
+	{"offset", func(r *rand.Rand, row []float32) {
+		for j := range row {
+			row[j] = 5 + 0.3*float32(r.Float64())
+		}
+	}},
+	{"negative offset", func(r *rand.Rand, row []float32) {
+		for j := range row {
+			row[j] = -1000 - float32(r.Float64())
+		}
+	}},
+	{"edge offset", func(r *rand.Rand, row []float32) {
+		for j := range row {
+			row[j] = 4 + float32(r.Float64())
+		}
+	}},
+	{"tiny", func(r *rand.Rand, row []float32) {
+		for j := range row {
+			row[j] = float32(r.NormFloat64() * 0x1p-97)
+		}
+	}},
 	{"zeros", func(r *rand.Rand, row []float32) { fillAll(row, 0) }},
 	{"negative zeros", func(r *rand.Rand, row []float32) { fillAll(row, float32(math.Copysign(0, -1))) }},
 	{"NaN", func(r *rand.Rand, row []float32) { fillAll(row, float32(math.NaN())) }},
