@@ -359,10 +359,10 @@ func parseRunPath(rel string) (key GroupKey, method string, ok bool) {
 
 // gridRank orders the grids as the experiment script runs them.
 func gridRank(grid string) int {
-	if i := slices.Index([]string{"core", "core2", "scaling", "more"}, grid); i >= 0 {
+	if i := slices.Index([]string{"core", "core2", "core3", "scaling", "more"}, grid); i >= 0 {
 		return i
 	}
-	return 3
+	return 4
 }
 
 func compareGroups(a, b GroupKey) int {
