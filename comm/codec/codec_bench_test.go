@@ -2,6 +2,7 @@ package codec
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -43,6 +44,28 @@ func BenchmarkCodecEncode(b *testing.B) {
 				c.Encode(p, x, benchRows, benchCols, seed)
 			}
 		})
+	}
+}
+
+// BenchmarkCodecEncodeWidth is Encode on the same bytes cut into narrower
+// rows, the widths halo rows have (hidden 32-128, a few classes): the
+// per-row work (the header) weighs more there.
+func BenchmarkCodecEncodeWidth(b *testing.B) {
+	x, _ := benchData()
+	for _, cols := range []int{8, 32, 64, 128} {
+		rows := len(x) / cols
+		for _, c := range []Spec{Quant(1), Quant(2)} {
+			b.Run(c.Name()+"/cols="+strconv.Itoa(cols), func(b *testing.B) {
+				p := make([]byte, c.WireSize(rows, cols))
+				c.Encode(p, x, rows, cols, 0)
+				b.SetBytes(4 * int64(len(x)))
+				seed := uint64(0)
+				for b.Loop() {
+					seed++
+					c.Encode(p, x, rows, cols, seed)
+				}
+			})
+		}
 	}
 }
 

@@ -37,18 +37,16 @@ AVX2 static void philox_keys_init(philox_keys* ks, uint32_t k0, uint32_t k1) {
     }
 }
 
-// philox8 computes the blocks c0 .. c0+7 of row i (columns 16*c0 ..
-// 16*c0+127) and returns them transposed: d[l] holds block c0+l's 128 bits,
-// byte t being the draw of column 16*(c0+l)+t. Each 32-bit word lives in the
-// low half of a 64-bit lane, where _mm256_mul_epu32 reads it: a product's
-// low half is then the product itself (its high half is ignored by the
-// next multiply and dropped at the end) and its high half one shift. Two
-// sets of 4 blocks hide the multiplies' latency.
-AVX2 static inline __attribute__((always_inline)) void philox8(uint32_t c0, uint32_t i, const philox_keys* ks, __m128i d[8]) {
+// philox8x computes 8 Philox blocks, lane l of (a0, a1) for l < 4 and of
+// (b0, b1) for l >= 4 holding block l's counter words 0 and 1, and returns
+// them transposed: d[l] holds block l's 128 bits. Each 32-bit word lives in
+// the low half of a 64-bit lane, where _mm256_mul_epu32 reads it: a
+// product's low half is then the product itself (its high half is ignored
+// by the next multiply and dropped at the end) and its high half one shift.
+// Two sets of 4 blocks hide the multiplies' latency.
+AVX2 static inline __attribute__((always_inline)) void philox8x(__m256i a0, __m256i a1, __m256i b0, __m256i b1,
+                                                                 const philox_keys* ks, __m128i d[8]) {
     const __m256i m0 = _mm256_set1_epi64x(0xD2511F53), m1 = _mm256_set1_epi64x(0xCD9E8D57);
-    __m256i a0 = _mm256_add_epi64(_mm256_set1_epi64x(c0), _mm256_setr_epi64x(0, 1, 2, 3));
-    __m256i b0 = _mm256_add_epi64(_mm256_set1_epi64x(c0), _mm256_setr_epi64x(4, 5, 6, 7));
-    __m256i a1 = _mm256_set1_epi64x(i), b1 = a1;
     __m256i a2 = _mm256_setzero_si256(), b2 = a2, a3 = a2, b3 = a2;
     for (int r = 0; r < 10; r++) {
         const __m256i pa0 = _mm256_mul_epu32(a0, m0), pb0 = _mm256_mul_epu32(b0, m0);
@@ -73,6 +71,29 @@ AVX2 static inline __attribute__((always_inline)) void philox8(uint32_t c0, uint
     d[5] = _mm256_castsi256_si128(bo), d[7] = _mm256_extracti128_si256(bo, 1);
 }
 
+// philox8 is the blocks c0 .. c0+7 of row i (columns 16*c0 .. 16*c0+127):
+// byte t of d[l] is the draw of column 16*(c0+l)+t.
+AVX2 static inline __attribute__((always_inline)) void philox8(uint32_t c0, uint32_t i, const philox_keys* ks, __m128i d[8]) {
+    const __m256i c = _mm256_set1_epi64x(c0), r = _mm256_set1_epi64x(i);
+    philox8x(_mm256_add_epi64(c, _mm256_setr_epi64x(0, 1, 2, 3)), r, _mm256_add_epi64(c, _mm256_setr_epi64x(4, 5, 6, 7)), r, ks, d);
+}
+
+// philox_rows is the blocks 0 .. bpr-1 (bpr = 1, 2 or 4) of the 8/bpr rows
+// i, i+1, ...: d + k*bpr holds row i+k's, as philox8 would give them. A
+// narrow row needs fewer than philox8's 8 blocks; this makes every lane
+// count.
+AVX2 static inline __attribute__((always_inline)) void philox_rows(uint32_t i, int bpr, const philox_keys* ks, __m128i d[8]) {
+    const __m256i lane_a = _mm256_setr_epi64x(0, 1, 2, 3), lane_b = _mm256_setr_epi64x(4, 5, 6, 7);
+    const __m256i mask = _mm256_set1_epi64x(bpr - 1), r = _mm256_set1_epi64x(i);
+    const __m128i sh = _mm_cvtsi32_si128(bpr == 1 ? 0 : bpr == 2 ? 1 : 2);
+    philox8x(_mm256_and_si256(lane_a, mask), _mm256_add_epi64(r, _mm256_srl_epi64(lane_a, sh)),
+             _mm256_and_si256(lane_b, mask), _mm256_add_epi64(r, _mm256_srl_epi64(lane_b, sh)), ks, d);
+}
+
+// narrow_blocks is the Philox blocks per row that philox_rows serves for
+// rows of cols values (a power of 2 >= ceil(cols/16)), 0 above 64 columns.
+static inline int narrow_blocks(int cols) { return cols <= 16 ? 1 : cols <= 32 ? 2 : cols <= 64 ? 4 : 0; }
+
 static inline uint32_t f2u(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -93,6 +114,14 @@ static inline float bf16_up(float s) {
     if ((w & 0xffffu) == 0) return s;
     w = (w & ~0xffffu) + 0x10000u;
     return u2f(w >= 0x7f800000u ? 0x7f7f0000u : w);
+}
+
+// prefetch_row asks for a row's cache lines ahead of its min/max pass, so
+// that they arrive while the row before it is coded (the coding is
+// compute-bound and leaves the memory idle otherwise).
+static inline void prefetch_row(const float* x, int cols) {
+    const char* p = (const char*)x;
+    for (int64_t o = 0; o < (int64_t)cols * 4; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
 // row_minmax is the reference's min and max of a row (NaNs skipped; +Inf,
@@ -279,7 +308,8 @@ AVX2 static void quant_enc_init(quant_enc* q, int cols, int b, uint32_t k0, uint
 
 // quant_encode_row writes row i (x, q->cols values, whose min and max are
 // mn and mx as row_minmax finds them) of the payload at out.
-AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const quant_enc* q, uint8_t* out, const float* x, uint32_t i, float mn, float mx) {
+AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const quant_enc* q, uint8_t* out, const float* x, uint32_t i, float mn, float mx,
+                                                                        const __m128i* pre) {
     const int cols = q->cols, b = q->b, full = q->full;
     const int64_t cb = q->cb;
     const float n = q->n;
@@ -296,20 +326,20 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const qu
         uint8_t* codes = out + QUANT_HEADER;
         const __m256 lov = _mm256_set1_ps(lo), inv256 = _mm256_set1_ps(256 * inv);
         for (int jb = 0; jb < cols; jb += 128) { // 16 groups, 8 blocks
-            __m128i d[8];
-            philox8((uint32_t)(jb / 16), i, ks, d);
+            __m128i dm[8];
+            const __m128i* d = pre;
+            if (!d) philox8((uint32_t)(jb / 16), i, ks, dm), d = dm;
             const int g0 = jb / 8;
-            if (b == 1 && g0 + 16 <= full) { // 16 whole groups: code = r < g, the comparisons' sign bits
-                uint8_t m[16];
-                for (int gl = 0; gl < 16; gl++) {
+            // Whole groups first, as many at a time as the packing takes
+            // (rows of 64 columns have 8 of them), then the generic loop.
+            int gl = 0;
+            if (b == 1) { // code = r < g, the comparisons' sign bits
+                for (; gl < 16 && g0 + gl < full; gl++) {
                     const __m256i gv = g8(_mm256_loadu_ps(x + 8 * (g0 + gl)), lov, inv256, n256);
-                    m[gl] = (uint8_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(gv, draws8(d[gl / 2], gl % 2))));
+                    codes[g0 + gl] = (uint8_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(gv, draws8(d[gl / 2], gl % 2))));
                 }
-                memcpy(codes + g0, m, 16);
-                continue;
-            }
-            if (b == 8 && g0 + 16 <= full) { // 16 whole groups: one byte per code, 32 at a time
-                for (int gl = 0; gl < 16; gl += 4) {
+            } else if (b == 8) { // one byte per code, 32 at a time
+                for (; gl + 4 <= 16 && g0 + gl + 4 <= full; gl += 4) {
                     const __m256i c0 = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl)), draws8(d[gl / 2], 0), lov, inv256, n256);
                     const __m256i c1 = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl + 1)), draws8(d[gl / 2], 1), lov, inv256, n256);
                     const __m256i c2 = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl + 2)), draws8(d[gl / 2 + 1], 0), lov, inv256, n256);
@@ -321,34 +351,27 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const qu
                     const __m256i o = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
                     _mm256_storeu_si256((__m256i*)(codes + 8 * (g0 + gl)), o);
                 }
-                continue;
-            }
-            if (b >= 2 && b <= 4 && g0 + 16 <= full) { // 16 whole groups: 16*b bytes at once
-                __m256i w[2];
-                for (int half = 0; half < 2; half++) {
+            } else if (b <= 4) { // 8 groups: 8*b bytes at once
+                for (; gl + 8 <= 16 && g0 + gl + 8 <= full; gl += 8) {
                     __m256i sv[8];
                     for (int l = 0; l < 8; l++) {
-                        const int gl = 8 * half + l;
-                        const __m256i c = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl)), draws8(d[gl / 2], gl % 2), lov, inv256, n256);
+                        const __m256i c = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl + l)), draws8(d[(gl + l) / 2], (gl + l) % 2), lov, inv256, n256);
                         sv[l] = _mm256_sllv_epi32(c, sh32);
                     }
-                    w[half] = _mm256_shuffle_epi8(or8(sv), compact);
+                    const __m256i w = _mm256_shuffle_epi8(or8(sv), compact);
+                    uint8_t* o = codes + (int64_t)(g0 + gl) * b;
+                    if ((int64_t)(g0 + gl) * b + 4 * b + 16 <= cb) { // 16-byte stores, the second fixing the first's excess
+                        _mm_storeu_si128((__m128i*)o, _mm256_castsi256_si128(w));
+                        _mm_storeu_si128((__m128i*)(o + 4 * b), _mm256_extracti128_si256(w, 1));
+                    } else {
+                        uint8_t tmp[32];
+                        _mm256_storeu_si256((__m256i*)tmp, w);
+                        memcpy(o, tmp, (size_t)(4 * b));
+                        memcpy(o + 4 * b, tmp + 16, (size_t)(4 * b));
+                    }
                 }
-                uint8_t* o = codes + (int64_t)g0 * b;
-                if ((int64_t)g0 * b + 12 * b + 16 <= cb) { // 16-byte stores, each fixing the last one's excess
-                    _mm_storeu_si128((__m128i*)o, _mm256_castsi256_si128(w[0]));
-                    _mm_storeu_si128((__m128i*)(o + 4 * b), _mm256_extracti128_si256(w[0], 1));
-                    _mm_storeu_si128((__m128i*)(o + 8 * b), _mm256_castsi256_si128(w[1]));
-                    _mm_storeu_si128((__m128i*)(o + 12 * b), _mm256_extracti128_si256(w[1], 1));
-                } else {
-                    uint8_t tmp[64];
-                    _mm256_storeu_si256((__m256i*)tmp, w[0]);
-                    _mm256_storeu_si256((__m256i*)(tmp + 32), w[1]);
-                    for (int q = 0; q < 4; q++) memcpy(o + q * 4 * b, tmp + 16 * q, (size_t)(4 * b));
-                }
-                continue;
             }
-            for (int gl = 0; gl < 16 && 8 * (g0 + gl) < cols; gl++) {
+            for (; gl < 16 && 8 * (g0 + gl) < cols; gl++) {
                 const int g = g0 + gl;
                 if (g < full && b == 1) { // code = r < g: the sign bits of the comparison
                     const __m256i gv = g8(_mm256_loadu_ps(x + 8 * g), lov, inv256, n256);
@@ -383,10 +406,14 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const qu
 AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int cols, int b, uint32_t k0, uint32_t k1) {
     quant_enc q;
     quant_enc_init(&q, cols, b, k0, k1);
+    const int bpr = narrow_blocks(cols);
+    __m128i d[8];
     for (int64_t i = 0; i < rows; i++) {
         float mn, mx;
+        if (bpr && i % (8 / bpr) == 0) philox_rows((uint32_t)i, bpr, &q.ks, d);
+        if (i + 1 < rows) prefetch_row(src + (i + 1) * cols, cols);
         row_minmax(src + i * cols, cols, &mn, &mx);
-        quant_encode_row(&q, dst + i * q.stride, src + i * cols, (uint32_t)i, mn, mx);
+        quant_encode_row(&q, dst + i * q.stride, src + i * cols, (uint32_t)i, mn, mx, bpr ? d + i % (8 / bpr) * bpr : NULL);
     }
 }
 
@@ -675,6 +702,8 @@ AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* id
     quant_enc_init(&q, cols, b, k0, k1);
     sq_lanes a = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
     int64_t n = 0;
+    const int bpr = narrow_blocks(cols); // the blocks of payload rows n, n+1, ... (kept rows)
+    __m128i d[8];
     for (int64_t k = 0; k < rows; k++) {
         const float* x = m + (int64_t)idx[k] * cols;
         float* s = ref + k * cols;
@@ -687,7 +716,8 @@ AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* id
         }
         if (bitmap) bitmap[k >> 3] |= (uint8_t)(1u << (k & 7));
         uint8_t* o = dst + n * q.stride;
-        quant_encode_row(&q, o, buf, (uint32_t)n, lo, hi);
+        if (bpr && n % (8 / bpr) == 0) philox_rows((uint32_t)n, bpr, &q.ks, d);
+        quant_encode_row(&q, o, buf, (uint32_t)n, lo, hi, bpr ? d + n % (8 / bpr) * bpr : NULL);
         delta_update(s, x, o, q.stride, cols, b, &a);
         n++;
     }
