@@ -406,7 +406,7 @@ func quantSMax(n float32) float32 {
 // quantGrid is the grid of scale s for a row [lo, hi]: its multiple k,
 // origin k*u, and whether it fits.
 func quantGrid(lo, hi, n, s float32) (k int8, origin float32, fits bool) {
-	u := float32(n*s) * (1.0 / 32)
+	u := float32(float32(n*s) * (1.0 / 32))
 	if u == 0 {
 		return 0, 0, lo == 0 && hi == 0
 	}
@@ -415,13 +415,13 @@ func quantGrid(lo, hi, n, s float32) (k int8, origin float32, fits bool) {
 		f--
 	}
 	f = min(max(f, -128), 127)
-	origin = f * u
+	origin = float32(f * u) // rounded: never fused into a later add
 	return int8(f), origin, origin <= lo && float32((f+32)*u) >= hi
 }
 
 // quantDecodeOrigin is the grid origin k*u of a header's scale and k.
 func quantDecodeOrigin(scale float32, k int8, n float32) float32 {
-	return float32(k) * (float32(n*scale) * (1.0 / 32))
+	return float32(float32(k) * float32(float32(n*scale)*(1.0/32))) // rounded: never fused into the decode's add
 }
 
 // rowParams computes the origin, scale, inv and k of one row as specified

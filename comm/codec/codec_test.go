@@ -248,7 +248,7 @@ func refQuant(x []float32, rows, cols, b int, seed uint64) []byte {
 			}
 		}
 		scale, k := refGrid(lo, hi, n)
-		lo = float32(k) * (float32(n*scale) / 32)
+		lo = float32(float32(k) * (float32(n*scale) / 32))
 		inv := float32(0)
 		if scale != 0 {
 			inv = 1 / scale
@@ -348,7 +348,7 @@ func refDequant(p []byte, rows, cols, b int) []float32 {
 		o := p[i*stride:]
 		scale := math.Float32frombits(uint32(o[0])<<16 | uint32(o[1])<<24)
 		n := float32(int(1)<<b - 1)
-		lo := float32(int8(o[2])) * (float32(n*scale) / 32)
+		lo := float32(float32(int8(o[2])) * (float32(n*scale) / 32))
 		for j := range cols {
 			q := 0
 			for bit := range b {
@@ -800,7 +800,7 @@ func TestCodecQuantNonFinite(t *testing.T) {
 func quantHeaderOf(p []byte, b int) (origin, scale float32) {
 	n := float32(int(1)<<b - 1)
 	scale = math.Float32frombits(uint32(binary.LittleEndian.Uint16(p)) << 16)
-	return float32(int8(p[2])) * (float32(n*scale) / 32), scale
+	return float32(float32(int8(p[2])) * (float32(n*scale) / 32)), scale
 }
 
 // quantTop is origin + n*scale of a quant(b) payload row: its largest value.
