@@ -100,7 +100,6 @@ static inline uint32_t f2u(float f) {
     return u;
 }
 
-
 static inline float u2f(uint32_t u) {
     float f;
     memcpy(&f, &u, 4);
@@ -177,9 +176,21 @@ static inline int quant_grid(float lo, float hi, float n, float s, float* origin
     return *origin <= lo && (f + 32) * u >= hi;
 }
 
-// quant_params is the reference's quantParams given the row's min and max:
-// it returns the grid origin and sets scale, inv and k.
-static inline float quant_params(float lo, float hi, float n, float* scale, float* inv, int* k) {
+// quant_try is one candidate t of quantParams: the scale t rounded up to a
+// bf16 and capped at smax, into *s, and whether its grid fits.
+static inline int quant_try(float lo, float hi, float n, float t, float smax, float* s, float* origin, int* k) {
+    t = bf16_up(t);
+    *s = t < smax ? t : smax;
+    return quant_grid(lo, hi, n, *s, origin, k);
+}
+
+// quant_smax is the reference's quantSMax: the bf16 below FLT_MAX/(5n).
+static inline float quant_smax(float n) { return u2f(f2u(FLT_MAX / (5 * n)) & ~0xffffu); }
+
+// quant_params is the reference's quantParams given the row's min and max
+// (smax = quant_smax(n)): it returns the grid origin and sets scale, inv
+// and k.
+static inline float quant_params(float lo, float hi, float n, float smax, float* scale, float* inv, int* k) {
     const float tiny = 0x1.0p-96f;
     if (lo > hi || (-lo < tiny && hi < tiny)) {
         *scale = *inv = 0, *k = 0;
@@ -188,25 +199,12 @@ static inline float quant_params(float lo, float hi, float n, float* scale, floa
     lo = lo + 0.0f, hi = hi + 0.0f;
     float w = hi - lo;
     if (!(w <= FLT_MAX)) w = FLT_MAX;
-    const float smax = u2f(f2u(FLT_MAX / (5 * n)) & ~0xffffu);
-    float s = bf16_up(w / n), origin;
-    s = s < smax ? s : smax;
-    int fits = quant_grid(lo, hi, n, s, &origin, k);
-    if (!fits) {
-        s = bf16_up(w / (n * (31.0f / 32)));
-        s = s < smax ? s : smax;
-        fits = quant_grid(lo, hi, n, s, &origin, k);
-    }
-    if (!fits && (lo > 0 || hi < 0)) {
-        s = bf16_up(lo > 0 ? hi / (n * (159.0f / 32)) : -lo / (n * 4));
-        s = s < smax ? s : smax;
-        fits = quant_grid(lo, hi, n, s, &origin, k);
-    }
-    while (!fits && s < smax) {
-        s = bf16_up(2 * s);
-        s = s < smax ? s : smax;
-        fits = quant_grid(lo, hi, n, s, &origin, k);
-    }
+    float s, origin;
+    int fits = quant_try(lo, hi, n, w / n, smax, &s, &origin, k);
+    if (!fits) fits = quant_try(lo, hi, n, w / (n * (31.0f / 32)), smax, &s, &origin, k);
+    if (!fits && (lo > 0 || hi < 0))
+        fits = quant_try(lo, hi, n, lo > 0 ? hi / (n * (159.0f / 32)) : -lo / (n * 4), smax, &s, &origin, k);
+    while (!fits && s < smax) fits = quant_try(lo, hi, n, 2 * s, smax, &s, &origin, k);
     const float iv = 1.0f / s;
     if (iv > FLT_MAX / 256) {
         *scale = *inv = 0, *k = 0;
@@ -282,7 +280,7 @@ static inline uint32_t code1(float x, float lo, float inv256, float n256, uint32
 typedef struct {
     int cols, b, full;
     int64_t cb, stride;
-    float n;
+    float n, smax;
     __m256i shlo, shhi, sh32, compact;
     __m256 n256;
     philox_keys ks;
@@ -290,7 +288,7 @@ typedef struct {
 
 AVX2 static void quant_enc_init(quant_enc* q, int cols, int b, uint32_t k0, uint32_t k1) {
     q->cols = cols, q->b = b, q->full = cols / 8;
-    q->n = (float)((1 << b) - 1);
+    q->n = (float)((1 << b) - 1), q->smax = quant_smax(q->n);
     q->cb = ((int64_t)cols * b + 7) / 8, q->stride = QUANT_HEADER + q->cb;
     q->shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), q->shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
     q->sh32 = _mm256_mullo_epi32(_mm256_set1_epi32(b), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -319,7 +317,7 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const qu
     {
         float scale, inv;
         int k;
-        const float lo = quant_params(mn, mx, n, &scale, &inv, &k);
+        const float lo = quant_params(mn, mx, n, q->smax, &scale, &inv, &k);
         const uint16_t s16 = (uint16_t)(f2u(scale) >> 16);
         memcpy(out, &s16, 2);
         out[2] = (uint8_t)(int8_t)k;
