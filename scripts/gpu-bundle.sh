@@ -6,7 +6,8 @@
 # to its driver). cuBLAS and NCCL are loaded with dlopen, so ldd does not
 # list them: the binaries find them on the machine (the CUDA toolkit,
 # LD_LIBRARY_PATH, a Python environment's NVIDIA wheels; "gnn-spmd devices"
-# says where). Output: bin/gpu-bundle/{bin,lib} plus the check script.
+# says where). Output: bin/gpu-bundle/{bin,lib} plus the check script and the PyG
+# comparison (gpu-pyg.sh).
 #
 #   make gpu-bundle            (builds first)
 set -euo pipefail
@@ -21,7 +22,7 @@ go build -tags "$tags" -o "$out/bin/gnn-results" ./cmd/gnn-results
 go test -tags "$tags" -c -o "$out/bin/kernels-cuda.test" ./kernels/cuda
 go test -tags "$tags" -c -o "$out/bin/halo-gpu.test" ./comm/halo/gpu
 go test -tags "$tags" -c -o "$out/bin/job.test" ./gnn/job
-cp scripts/gpu-check.sh "$out/"
+cp scripts/gpu-check.sh scripts/gpu-pyg.sh bench/reference/pyg_gpu.py "$out/"
 for b in "$out"/bin/*; do
   { ldd "$b" 2>/dev/null || true; } | awk '/=> \//{print $3}'
 done | sort -u | while read -r lib; do
