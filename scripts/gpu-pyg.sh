@@ -49,7 +49,7 @@ python3 - "$out" <<'PY'
 import json, sys, os
 out = sys.argv[1]
 def mean_ours(p):
-    s = [json.loads(l)["seconds"] for l in open(p) if '"seconds"' in l]
+    s = [json.loads(l)["epoch_seconds"] for l in open(p) if '"epoch_seconds"' in l]
     return sum(s[1:]) / len(s[1:])
 def peak(p):
     v = [int(x) for x in open(p).read().split() if x.isdigit()]
