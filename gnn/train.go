@@ -270,14 +270,22 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 		meter.AddErrors(s.errSq, s.normSq)
 		st.CodecSeconds = meter.CodecSeconds
 	}
+	// A GPU's queue still holds the backward pass: wait for it, so that
+	// the all-reduces' time is theirs and not the backward's.
+	if err := dev.Synchronize(); err != nil {
+		return metrics.Epoch{}, err
+	}
 	reduceStart := time.Now()
-	for i, p := range m.Params {
-		if t.Reduce != nil {
+	if t.Reduce != nil {
+		for i, p := range m.Params {
 			comm.Label(t.Reduce, &t.gradOps[i])
 			if err := t.Reduce.AllReduceMat(p.g); err != nil {
 				return metrics.Epoch{}, fmt.Errorf("gradient all-reduce of %s: %w", p.Name, err)
 			}
 		}
+	}
+	reduceSeconds := time.Since(reduceStart).Seconds()
+	for _, p := range m.Params {
 		st.GradNorm += dev.SumSquares(p.g)
 	}
 	st.GradNorm = math.Sqrt(st.GradNorm)
@@ -285,12 +293,14 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 		*s.stop = 1
 	}
 	if t.Reduce != nil {
+		reduceStart = time.Now()
 		comm.Label(t.Reduce, &t.metricsOp)
 		if err := t.Reduce.AllReduceFloat64(s.v); err != nil {
 			return metrics.Epoch{}, fmt.Errorf("metrics all-reduce: %w", err)
 		}
+		reduceSeconds += time.Since(reduceStart).Seconds()
 	}
-	st.CommSeconds = st.HaloSeconds + time.Since(reduceStart).Seconds()
+	st.CommSeconds = st.HaloSeconds + reduceSeconds
 	// Byte counts stay exact in float64 up to 2^53.
 	st.BytesFwdLayer, st.BytesBwdLayer, st.BytesEvalLayer = fwd, bwd, make([]int64, layers)
 	st.CompError = make([]float64, layers)

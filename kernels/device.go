@@ -81,6 +81,11 @@ type Device interface {
 	// (Data set), so that host slices can be used in place.
 	Host() bool
 
+	// Synchronize waits for the work issued so far (a GPU's queue; nothing
+	// on the CPU), so that a time measured after it covers only what
+	// follows.
+	Synchronize() error
+
 	// NewMat allocates a zeroed rows x cols matrix in the device's memory.
 	NewMat(rows, cols int) *Mat
 

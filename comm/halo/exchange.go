@@ -166,6 +166,14 @@ func (x *Exchange[P]) views(buf P, out []P, c codec.Spec, f int, rows, sizes []i
 	return x.cut(buf, out, func(p int) int { return c.WireSize(rows[p], f) })
 }
 
+// now waits for the work already issued to the memory (a GPU's queue: the
+// kernels that made the rows) and returns the time, so that a phase timed
+// from it holds only its own work.
+func (x *Exchange[P]) now() (time.Time, error) {
+	err := x.mem.Sync()
+	return time.Now(), err
+}
+
 // timed waits for the memory and adds the time since start to *acc.
 func (x *Exchange[P]) timed(start time.Time, acc *float64) error {
 	err := x.mem.Sync()
@@ -182,9 +190,11 @@ func (x *Exchange[P]) transport(layer, op int, traffic []int64, sizes []int) err
 			traffic[p] += int64(sizes[p])
 		}
 	}
-	start := time.Now()
-	comm.Label(x.tr, &x.ops[layer][op])
-	err := x.tr.AllToAllV(x.sendB, x.recvB)
+	start, err := x.now()
+	if err == nil {
+		comm.Label(x.tr, &x.ops[layer][op])
+		err = x.tr.AllToAllV(x.sendB, x.recvB)
+	}
 	if err == nil {
 		err = x.timed(start, &x.meter.Seconds)
 	}
@@ -206,7 +216,10 @@ func (x *Exchange[P]) Forward(layer int, h *kernels.Mat) error {
 		hx, mem, _ := hostResidual(x)
 		return residualForward(hx, mem, layer, h, c)
 	}
-	start := time.Now()
+	start, err := x.now()
+	if err != nil {
+		return err
+	}
 	x.wireOut = x.views(x.wireOut, x.sendB, c, f, pl.sendRows, x.sizes)
 	if c.Raw() {
 		for p := range x.recvB {
@@ -266,7 +279,10 @@ func (x *Exchange[P]) BackwardSend(layer int, dh *kernels.Mat) error {
 			x.sizes[p] = c.WireSize(pl.recvRows[p], f)
 		}
 	} else {
-		start := time.Now()
+		start, err := x.now()
+		if err != nil {
+			return err
+		}
 		x.wireOut = x.views(x.wireOut, x.sendB, c, f, pl.recvRows, x.sizes)
 		x.wireIn = x.views(x.wireIn, x.recvB, c, f, pl.sendRows, nil)
 		for p := range pl.Send {
@@ -291,7 +307,10 @@ func (x *Exchange[P]) BackwardAdd(layer int, own *kernels.Mat) error {
 		hx, mem, _ := hostResidual(x)
 		return residualBackwardAdd(hx, mem, layer, own, c)
 	}
-	start := time.Now()
+	start, err := x.now()
+	if err != nil {
+		return err
+	}
 	for p, rows := range pl.Send {
 		if !c.Raw() {
 			x.mem.Decode(c, x.recvB[p], &x.stage, pl.sendStart[p], pl.sendStart[p+1])
