@@ -194,6 +194,7 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   echo "Written by \`make bench\` (scripts/bench.sh) on $(date -u +%Y-%m-%d), commit $commit."
   echo "Machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM, $(go version | cut -d' ' -f3)."
   echo "Dense products: $(sed -n 's/.*gemm \(.*\)$/\1/p' "$work/train-openblas.txt" | head -n1)."
+  echo "The GPU build's figures (an H200, against PyG) are in [GPU.md](GPU.md), run by hand with scripts/gpu-check.sh and scripts/gpu-pyg.sh."
   echo
   echo "## Training epoch (one process)"
   echo
