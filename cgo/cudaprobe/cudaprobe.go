@@ -115,7 +115,20 @@ var (
 // Reason says why no usable CUDA GPU was found; it is empty when one was.
 func Reason() string { return reason }
 
+// scanChildEnv marks the child process in which data/h5 walks an untrusted
+// HDF5 file (its scanEnv): that child reads one file and exits from
+// data/h5's init, which runs before gorgonia.org/cu's, so it must not start
+// the CUDA driver either. cuInit costs it time, and the driver's threads
+// mapping memory under the child's address-space limit are one way a sound
+// file was refused once on an H200 ("libhdf5 crashed reading its metadata
+// (SIGSEGV)", 1 scan of 14 there).
+const scanChildEnv = "GNN_SPMD_H5_SCAN"
+
 func init() {
+	if _, ok := os.LookupEnv(scanChildEnv); ok {
+		reason = "not probed in the HDF5 scan's child process"
+		return
+	}
 	var n C.int
 	if r := C.probe(&n); r != nil {
 		reason = C.GoString(r)
