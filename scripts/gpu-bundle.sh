@@ -9,12 +9,15 @@
 # says where). Output: bin/gpu-bundle/{bin,lib} plus the check script and the PyG
 # comparison (gpu-pyg.sh).
 #
-#   make gpu-bundle            (builds first)
+#   make gpu-bundle            (or scripts/gpu-bundle.sh; both build first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
 out=bin/gpu-bundle
 tags=${CUDA_TAGS:-}
+# The GPU binary from the tree as it is (PTX first): a bin/gnn-spmd-cuda
+# left from an earlier build must not travel.
+make -s cuda
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp bin/gnn-spmd-cuda "$out/bin/gnn-spmd"
