@@ -46,6 +46,7 @@ type SharedGPU struct {
 	dev   GPU
 	addrs [][]byte // per peer: address and length of its payload for us
 	mine  [][]byte
+	sum   []float32 // AllReduceMat's host copy, kept from call to call
 }
 
 // NewSharedGPU wraps one goroutine rank's host communicator (a Local).
@@ -84,7 +85,10 @@ func (l *SharedGPU) AllToAllV(send, recv []kernels.Bytes) error {
 // AllReduceMat sums through the host: in-process ranks share one GPU, whose
 // bandwidth the copy barely touches at parameter sizes.
 func (l *SharedGPU) AllReduceMat(x *kernels.Mat) error {
-	buf := make([]float32, x.Len())
+	if cap(l.sum) < x.Len() {
+		l.sum = make([]float32, x.Len())
+	}
+	buf := l.sum[:x.Len()]
 	l.dev.Download(buf, x)
 	if err := l.host.AllReduceFloat32(buf); err != nil {
 		return err

@@ -12,40 +12,49 @@
 // ---- quant(b), b in 1..8 ----
 
 // quant_encode: quant(b).Encode of rows x cols values, payload row i from
-// source row idx ? idx[i] : i, h = mix64(seed). Warp per row: the lanes
-// find the row's min and max, every lane derives the same header, lane 0
-// writes it, and lane l encodes the groups of 8 codes g = l, l+32, ...
+// source row idx ? idx[i] : i, h = mix64(seed). A row takes L =
+// quant_lanes(cols) lanes of a warp (32/L rows a warp): they find its min
+// and max (a butterfly within the L lanes), every lane derives the same
+// header, the row's first lane writes it, and lane l of the row codes the
+// Philox blocks p = l, l+L, ... (16 columns each, one Philox call).
 extern "C" __global__ void quant_encode(int rows, int cols, int b, const int* idx, const float* src,
                                         unsigned char* dst, unsigned long long h) {
-    const int lane = threadIdx.x & 31;
+    const int lanes = quant_lanes(cols), per = 32 / lanes;
+    const int lane = threadIdx.x & 31, sub = lane & (lanes - 1);
     const float n = (float)((1 << b) - 1);
     const long long stride = quant_stride(cols, b);
-    const int groups = (int)(((long long)cols + 7) / 8);
-    WARP_ROW_LOOP(i, rows) {
-        const long long r = idx != NULL ? idx[i] : i;
-        const float* x = src + r * cols;
+    const int blocks = (cols + 15) / 16;
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    // Every lane runs every pass of the loop (the shuffles need the whole
+    // warp); a lane past the last row only takes part in them.
+    for (long long i0 = warp * per; i0 < rows; i0 += warps * per) {
+        const long long i = i0 + lane / lanes;
+        const bool live = i < rows;
+        const float* x = src + (live ? (idx != NULL ? (long long)idx[i] : i) : 0) * cols;
         float lo, hi;
-        quant_minmax_lane(x, cols, lane, 32, &lo, &hi);
-#pragma unroll
-        for (int m = 16; m > 0; m >>= 1) {
+        quant_minmax_lane(x, live ? cols : 0, sub, lanes, &lo, &hi);
+        for (int m = lanes >> 1; m > 0; m >>= 1) {
             const float ol = __shfl_xor_sync(0xffffffffu, lo, m);
             const float oh = __shfl_xor_sync(0xffffffffu, hi, m);
             quant_minmax_merge(&lo, &hi, ol, oh);
         }
+        if (!live) continue;
         float scale, inv;
         int k;
         lo = quant_params(lo, hi, n, &scale, &inv, &k);
-        unsigned char* out = dst + (long long)i * stride;
-        if (lane == 0) quant_header(out, scale, k);
-        for (int g = lane; g < groups; g += 32)
-            quant_group(x, cols, b, g, lo, 256 * inv, 256 * n, i, (unsigned int)h, (unsigned int)(h >> 32),
+        unsigned char* out = dst + i * stride;
+        if (sub == 0) quant_header(out, scale, k);
+        for (int p = sub; p < blocks; p += lanes)
+            quant_block(x, cols, b, p, lo, 256 * inv, 256 * n, (int)i, (unsigned int)h, (unsigned int)(h >> 32),
                         out + QUANT_HEADER);
     }
 }
 
-// quant_decode: quant(b).Decode of rows x cols values. One thread per value.
+// quant_decode: quant(b).Decode of rows x cols values. One thread per group
+// of 8 codes.
 extern "C" __global__ void quant_decode(int rows, int cols, int b, const unsigned char* src, float* dst) {
-    GRID_STRIDE_LOOP(e, (long long)rows * cols) { dst[e] = quant_decode_elem(e, cols, b, src); }
+    GRID_STRIDE_LOOP(e, (long long)rows * ((cols + 7) / 8)) { quant_decode_group(e, cols, b, src, dst); }
 }
 
 // ---- quant(16): bf16 ----

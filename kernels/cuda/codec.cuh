@@ -109,12 +109,10 @@ __host__ __device__ __forceinline__ unsigned int quant_code(float x, float lo, f
 // into the code area out (the payload row after its header): they
 // fill bytes g*b .. g*b+b-1 exactly (LSB first), or, for a last partial
 // group, its first ceil(count*b/8) bytes with the unused high bits 0. The
-// draws are half g%2 of Philox block (g/2, i) under key (k0, k1).
+// draws are half g%2 of w, row i's Philox block g/2 (quant_block).
 __host__ __device__ __forceinline__ void quant_group(const float* x, int cols, int b, int g, float lo,
-                                                     float inv256, float n256, int i, unsigned int k0,
-                                                     unsigned int k1, unsigned char* out) {
-    unsigned int w[4];
-    philox4x32((unsigned int)(g >> 1), (unsigned int)i, k0, k1, w);
+                                                     float inv256, float n256, const unsigned int w[4],
+                                                     unsigned char* out) {
     const int j0 = 8 * g;
     const int cnt = min_i(8, cols - j0);
     unsigned long long acc = 0;
@@ -125,17 +123,25 @@ __host__ __device__ __forceinline__ void quant_group(const float* x, int cols, i
     for (int k = 0; k < nbytes; k++) out[k] = (unsigned char)(acc >> (8 * k));
 }
 
-// quant_decode_value is x^ of code j of a payload row's code area in:
-// lo + (float(q)*scale), the product rounded before the sum.
-__host__ __device__ __forceinline__ float quant_decode_value(const unsigned char* in, int b, int j, float lo,
-                                                             float scale) {
-    const long long bit = (long long)j * b;
-    const long long byte = bit >> 3;
-    const int sh = (int)(bit & 7);
-    unsigned int w = in[byte];
-    if (sh + b > 8) w |= (unsigned int)in[byte + 1] << 8; // the code spans two bytes
-    const unsigned int q = (w >> sh) & ((1u << b) - 1u);
-    return lo + ((float)q * scale);
+// quant_block codes columns 16p .. 16p+15 of row i (groups 2p and 2p+1,
+// as far as cols reaches) from one Philox block (p, i) under key (k0, k1).
+__host__ __device__ __forceinline__ void quant_block(const float* x, int cols, int b, int p, float lo,
+                                                     float inv256, float n256, int i, unsigned int k0,
+                                                     unsigned int k1, unsigned char* out) {
+    unsigned int w[4];
+    philox4x32((unsigned int)p, (unsigned int)i, k0, k1, w);
+    quant_group(x, cols, b, 2 * p, lo, inv256, n256, w, out);
+    if (16 * p + 8 < cols) quant_group(x, cols, b, 2 * p + 1, lo, inv256, n256, w, out);
+}
+
+// quant_lanes is how many lanes of a warp encode one row of cols values: a
+// Philox block (16 columns) per lane at a time, the smallest power of 2
+// that covers the row's blocks, at most 32; a warp takes 32/lanes rows.
+__host__ __device__ __forceinline__ int quant_lanes(int cols) {
+    const int blocks = (cols + 15) / 16;
+    int l = 1;
+    while (l < blocks && l < 32) l <<= 1;
+    return l;
 }
 
 // quant_minmax_lane is lane `lane` of `lanes`' share of the min/max pass:
@@ -175,15 +181,24 @@ __host__ __device__ __forceinline__ float quant_origin(const unsigned char* in, 
     return (float)(signed char)in[2] * ((n * scale) * (1.0f / 32));
 }
 
-// quant_decode_elem is element e (row i = e/cols, column j) of a quant(b)
-// payload: the row's header, then code j.
-__host__ __device__ __forceinline__ float quant_decode_elem(long long e, int cols, int b, const unsigned char* src) {
-    const long long i = e / cols;
-    const int j = (int)(e - i * cols);
+// quant_decode_group decodes group e of a quant(b) payload of rows of cols
+// values (row i = e / groups, its codes 8g .. min(8g+8, cols)-1) into dst:
+// the row's header once, then each code as lo + (float(q)*scale).
+__host__ __device__ __forceinline__ void quant_decode_group(long long e, int cols, int b, const unsigned char* src,
+                                                            float* dst) {
+    const int groups = (cols + 7) / 8;
+    const long long i = e / groups;
+    const int g = (int)(e - i * groups);
     const unsigned char* in = src + i * quant_stride(cols, b);
     const float scale = f32frombits((unsigned int)in[0] << 16 | (unsigned int)in[1] << 24);
-    const float n = (float)((1 << b) - 1);
-    return quant_decode_value(in + QUANT_HEADER, b, j, quant_origin(in, n, scale), scale);
+    const float lo = quant_origin(in, (float)((1 << b) - 1), scale);
+    const int j0 = 8 * g, cnt = min_i(8, cols - j0);
+    const unsigned char* c = in + QUANT_HEADER + (long long)g * b;
+    unsigned long long w = 0;
+    for (int k = 0; k < (cnt * b + 7) / 8; k++) w |= (unsigned long long)c[k] << (8 * k);
+    const unsigned int mask = (1u << b) - 1u;
+    float* out = dst + i * cols + j0;
+    for (int t = 0; t < cnt; t++) out[t] = lo + ((float)((unsigned int)(w >> (t * b)) & mask) * scale);
 }
 
 // ---- quant(16): bf16 ----

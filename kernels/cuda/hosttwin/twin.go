@@ -28,28 +28,29 @@ package hosttwin
 #include "dense.h"
 #include "sparse.h"
 
-// quant_encode: the warp per row, its butterfly of shuffles replayed.
+// quant_encode: a row's quant_lanes(cols) lanes, their butterfly of
+// shuffles replayed, then their Philox blocks.
 static int twin_quant_encode(int rows, int cols, int b, const int* idx, const float* src,
                              unsigned char* dst, unsigned long long h) {
     const float n = (float)((1 << b) - 1);
     const long long stride = quant_stride(cols, b);
-    const int groups = (int)(((long long)cols + 7) / 8);
+    const int lanes = quant_lanes(cols), blocks = (cols + 15) / 16;
     for (int i = 0; i < rows; i++) {
         const long long r = idx != NULL ? idx[i] : i;
         const float* x = src + r * cols;
         float lo[32], hi[32], ol[32], oh[32];
-        for (int lane = 0; lane < 32; lane++) quant_minmax_lane(x, cols, lane, 32, &lo[lane], &hi[lane]);
-        for (int m = 16; m > 0; m >>= 1) {
-            for (int lane = 0; lane < 32; lane++) {
+        for (int lane = 0; lane < lanes; lane++) quant_minmax_lane(x, cols, lane, lanes, &lo[lane], &hi[lane]);
+        for (int m = lanes >> 1; m > 0; m >>= 1) {
+            for (int lane = 0; lane < lanes; lane++) {
                 ol[lane] = lo[lane ^ m];
                 oh[lane] = hi[lane ^ m];
             }
-            for (int lane = 0; lane < 32; lane++) quant_minmax_merge(&lo[lane], &hi[lane], ol[lane], oh[lane]);
+            for (int lane = 0; lane < lanes; lane++) quant_minmax_merge(&lo[lane], &hi[lane], ol[lane], oh[lane]);
         }
         // Every lane derives the header; they must agree.
         float scale0 = 0, inv0 = 0, lo0 = 0;
         int k0 = 0;
-        for (int lane = 0; lane < 32; lane++) {
+        for (int lane = 0; lane < lanes; lane++) {
             float scale, inv;
             int k;
             const float l = quant_params(lo[lane], hi[lane], n, &scale, &inv, &k);
@@ -62,15 +63,15 @@ static int twin_quant_encode(int rows, int cols, int b, const int* idx, const fl
         }
         unsigned char* out = dst + (long long)i * stride;
         quant_header(out, scale0, k0);
-        for (int g = 0; g < groups; g++)
-            quant_group(x, cols, b, g, lo0, 256 * inv0, 256 * n, i, (unsigned int)h, (unsigned int)(h >> 32),
+        for (int p = 0; p < blocks; p++)
+            quant_block(x, cols, b, p, lo0, 256 * inv0, 256 * n, i, (unsigned int)h, (unsigned int)(h >> 32),
                         out + QUANT_HEADER);
     }
     return 0;
 }
 
 static void twin_quant_decode(int rows, int cols, int b, const unsigned char* src, float* dst) {
-    for (long long e = 0; e < (long long)rows * cols; e++) dst[e] = quant_decode_elem(e, cols, b, src);
+    for (long long e = 0; e < (long long)rows * ((cols + 7) / 8); e++) quant_decode_group(e, cols, b, src, dst);
 }
 
 static void twin_bf16_encode(int rows, int cols, const int* idx, const float* src, unsigned short* dst,
