@@ -51,10 +51,9 @@ extern "C" __global__ void quant_encode(int rows, int cols, int b, const int* id
     }
 }
 
-// quant_decode: quant(b).Decode of rows x cols values. One thread per group
-// of 8 codes.
+// quant_decode: quant(b).Decode of rows x cols values. One thread per value.
 extern "C" __global__ void quant_decode(int rows, int cols, int b, const unsigned char* src, float* dst) {
-    GRID_STRIDE_LOOP(e, (long long)rows * ((cols + 7) / 8)) { quant_decode_group(e, cols, b, src, dst); }
+    GRID_STRIDE_LOOP(e, (long long)rows * cols) { dst[e] = quant_decode_elem(e, cols, b, src); }
 }
 
 // ---- quant(16): bf16 ----

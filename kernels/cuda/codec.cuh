@@ -144,6 +144,19 @@ __host__ __device__ __forceinline__ int quant_lanes(int cols) {
     return l;
 }
 
+// quant_decode_value is x^ of code j of a payload row's code area in:
+// lo + (float(q)*scale), the product rounded before the sum.
+__host__ __device__ __forceinline__ float quant_decode_value(const unsigned char* in, int b, int j, float lo,
+                                                             float scale) {
+    const long long bit = (long long)j * b;
+    const long long byte = bit >> 3;
+    const int sh = (int)(bit & 7);
+    unsigned int w = in[byte];
+    if (sh + b > 8) w |= (unsigned int)in[byte + 1] << 8; // the code spans two bytes
+    const unsigned int q = (w >> sh) & ((1u << b) - 1u);
+    return lo + ((float)q * scale);
+}
+
 // quant_minmax_lane is lane `lane` of `lanes`' share of the min/max pass:
 // the smallest and largest of x[lane], x[lane+lanes], ... (NaN skipped;
 // +Inf and -Inf when the lane has no value).
@@ -181,24 +194,15 @@ __host__ __device__ __forceinline__ float quant_origin(const unsigned char* in, 
     return (float)(signed char)in[2] * ((n * scale) * (1.0f / 32));
 }
 
-// quant_decode_group decodes group e of a quant(b) payload of rows of cols
-// values (row i = e / groups, its codes 8g .. min(8g+8, cols)-1) into dst:
-// the row's header once, then each code as lo + (float(q)*scale).
-__host__ __device__ __forceinline__ void quant_decode_group(long long e, int cols, int b, const unsigned char* src,
-                                                            float* dst) {
-    const int groups = (cols + 7) / 8;
-    const long long i = e / groups;
-    const int g = (int)(e - i * groups);
+// quant_decode_elem is element e (row i = e/cols, column j) of a quant(b)
+// payload: the row's header, then code j.
+__host__ __device__ __forceinline__ float quant_decode_elem(long long e, int cols, int b, const unsigned char* src) {
+    const long long i = e / cols;
+    const int j = (int)(e - i * cols);
     const unsigned char* in = src + i * quant_stride(cols, b);
     const float scale = f32frombits((unsigned int)in[0] << 16 | (unsigned int)in[1] << 24);
-    const float lo = quant_origin(in, (float)((1 << b) - 1), scale);
-    const int j0 = 8 * g, cnt = min_i(8, cols - j0);
-    const unsigned char* c = in + QUANT_HEADER + (long long)g * b;
-    unsigned long long w = 0;
-    for (int k = 0; k < (cnt * b + 7) / 8; k++) w |= (unsigned long long)c[k] << (8 * k);
-    const unsigned int mask = (1u << b) - 1u;
-    float* out = dst + i * cols + j0;
-    for (int t = 0; t < cnt; t++) out[t] = lo + ((float)((unsigned int)(w >> (t * b)) & mask) * scale);
+    const float n = (float)((1 << b) - 1);
+    return quant_decode_value(in + QUANT_HEADER, b, j, quant_origin(in, n, scale), scale);
 }
 
 // ---- quant(16): bf16 ----

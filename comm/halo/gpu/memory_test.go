@@ -109,8 +109,7 @@ func shapesFor(d *cuda.Device) [][2]int {
 	threads, warps, _ := d.GridPass()
 	// The quant encoder gives a row quant_lanes(cols) lanes, so a warp
 	// takes 32 rows of 8 columns, 2 of 129 and 1 of 513: the last three
-	// shapes run its loop twice. The decoder's thread per 8 codes runs
-	// its grid twice in the 129-column one.
+	// shapes run its loop twice.
 	return [][2]int{{0, 5}, {1, 1}, {1, 33}, {7, 3}, {31, 64}, {100, 7}, {257, 100}, {1000, 129}, {300, 257},
 		{32*warps + 7, 8}, {2*warps + threads/128 + 7, 129}, {warps + 7, 513}}
 }

@@ -71,7 +71,7 @@ static int twin_quant_encode(int rows, int cols, int b, const int* idx, const fl
 }
 
 static void twin_quant_decode(int rows, int cols, int b, const unsigned char* src, float* dst) {
-    for (long long e = 0; e < (long long)rows * ((cols + 7) / 8); e++) quant_decode_group(e, cols, b, src, dst);
+    for (long long e = 0; e < (long long)rows * cols; e++) dst[e] = quant_decode_elem(e, cols, b, src);
 }
 
 static void twin_bf16_encode(int rows, int cols, const int* idx, const float* src, unsigned short* dst,
