@@ -177,25 +177,37 @@ type reporter struct {
 // newReporter starts rank 0's reporting: the observer's header, and for a
 // resumed run the restored epochs' metrics lines, so that the file reads
 // as an uninterrupted run's.
+// communication describes the halo traffic of a validated spec for the run
+// header: the codecs, the schedule, and residual coding, including where
+// the device left the recommended setting without it.
+func communication(s *Spec) string {
+	cc := s.Run.CompressConfig
+	switch {
+	case s.NoComm:
+		return "no communication (cut edges dropped)"
+	case !cc.Enabled():
+		return "full communication"
+	}
+	epochs := s.Run.Epochs
+	out := fmt.Sprintf("halo compression %s forward, %s backward, schedule %s", cc.Codec, cc.Backward(), cc.ScheduleName(epochs))
+	if b := cc.BackwardBits(epochs); b > 0 {
+		out += fmt.Sprintf(" (gradients at %d bit)", b)
+	}
+	switch {
+	case cc.ResidualOn():
+		out += map[string]string{"on": ", residual coding", "forward": ", residual coding of the activations"}[cc.Residual]
+		if cc.ResidualSkip > 0 {
+			out += fmt.Sprintf(" (rows skipped below %g of their size)", cc.ResidualSkip)
+		}
+	case s.Device == "cuda" && cc.Schedule == "recommended" && cc.Codec == "quant":
+		out += ", no residual coding (the CUDA exchange does not implement it yet; on --device cpu the recommended setting codes the activations' residuals)"
+	}
+	return out
+}
+
 func (j *job) newReporter(info *Info, ck *checkpointer) (*reporter, error) {
 	info.Spec = j.spec
-	info.Communication = "full communication"
-	if j.spec.NoComm {
-		info.Communication = "no communication (cut edges dropped)"
-	} else if cc := j.spec.Run.CompressConfig; cc.Enabled() {
-		epochs := j.spec.Run.Epochs
-		info.Communication = fmt.Sprintf("halo compression %s forward, %s backward, schedule %s",
-			cc.Codec, cc.Backward(), cc.ScheduleName(epochs))
-		if b := cc.BackwardBits(epochs); b > 0 {
-			info.Communication += fmt.Sprintf(" (gradients at %d bit)", b)
-		}
-		if cc.ResidualOn() {
-			info.Communication += map[string]string{"on": ", residual coding", "forward": ", residual coding of the activations"}[cc.Residual]
-			if cc.ResidualSkip > 0 {
-				info.Communication += fmt.Sprintf(" (rows skipped below %g of their size)", cc.ResidualSkip)
-			}
-		}
-	}
+	info.Communication = communication(j.spec)
 	info.Device = fmt.Sprintf("cpu (threads per rank: %d), gemm %s, aggregation %s, codecs %s",
 		j.spec.ThreadsPerRank(j.spec.Ranks), kernels.GemmInfo(), kernels.SIMD(), codec.FastPath())
 	if j.spec.Device == "cuda" {

@@ -122,3 +122,33 @@ func TestThreadsBitIdentical(t *testing.T) {
 		}
 	}
 }
+
+// The run header says what the halo traffic is, and where the device
+// leaves the recommended quant setting without residual coding.
+func TestCommunicationLine(t *testing.T) {
+	spec := func(device string, flags func(*Spec)) *Spec {
+		s := DefaultSpec()
+		s.Device = device
+		if flags != nil {
+			flags(&s)
+		}
+		s.Run.CompressConfig = s.Run.WithResidualResolved(device == "cpu") // as Validate resolves it
+		return &s
+	}
+	quant := func(s *Spec) { s.Run.Codec = "quant" }
+	for _, c := range []struct {
+		name string
+		s    *Spec
+		want string
+	}{
+		{"full", spec("cpu", nil), "full communication"},
+		{"no-comm", spec("cpu", func(s *Spec) { s.NoComm = true }), "no communication (cut edges dropped)"},
+		{"recommended-cpu", spec("cpu", quant), "halo compression quant forward, quant backward, schedule fixed(r=16) (gradients at 1 bit), residual coding of the activations (rows skipped below 0.02 of their size)"},
+		{"recommended-cuda", spec("cuda", quant), "halo compression quant forward, quant backward, schedule fixed(r=16) (gradients at 1 bit), no residual coding (the CUDA exchange does not implement it yet; on --device cpu the recommended setting codes the activations' residuals)"},
+		{"varco-cuda", spec("cuda", func(s *Spec) { quant(s); s.Run.Schedule = "varco" }), "halo compression quant forward, quant backward, schedule varco(rmax=128,rmin=1.5,slope=5,T=300)"},
+	} {
+		if got := communication(c.s); got != c.want {
+			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+		}
+	}
+}
