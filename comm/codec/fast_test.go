@@ -19,15 +19,14 @@ func withReference(f func()) {
 // width 0..257 (partial groups, batches of 8 groups), rows with NaN,
 // infinities, signed zeros, subnormals, constants and the full float range;
 // decoded from encoder output and from random bytes.
-func TestFastPath(t *testing.T) {
-	if !fast {
-		t.Skip("no AVX2 path on this machine or build: the reference is all there is")
-	}
-	t.Logf("encoder: %s", FastPath())
-	r := rand.New(rand.NewPCG(21, 22))
+// rowFills are the kinds of row the fast path must code as the reference
+// does: normal values, a mix with every special value, a constant row,
+// rows far from 0 (quant's wider grid candidates), all NaN, and a range
+// that overflows.
+func rowFills(r *rand.Rand) []func(row []float32) {
 	specials := []float32{float32(math.Copysign(0, -1)), 0, float32(math.NaN()), float32(math.Inf(1)),
 		float32(math.Inf(-1)), math.SmallestNonzeroFloat32, -1e-40, math.MaxFloat32, -math.MaxFloat32, 1}
-	fills := []func(row []float32){
+	return []func(row []float32){
 		func(row []float32) {
 			for j := range row {
 				row[j] = float32(r.NormFloat64())
@@ -63,6 +62,15 @@ func TestFastPath(t *testing.T) {
 			}
 		},
 	}
+}
+
+func TestFastPath(t *testing.T) {
+	if !fast {
+		t.Skip("no AVX2 path on this machine or build: the reference is all there is")
+	}
+	t.Logf("encoder: %s", FastPath())
+	r := rand.New(rand.NewPCG(21, 22))
+	fills := rowFills(r)
 	for _, c := range []Spec{Quant(1), Quant(2), Quant(3), Quant(4), Quant(5), Quant(6), Quant(7), Quant(8), Quant(16)} {
 		for cols := 0; cols <= 257; cols++ {
 			for k, fill := range fills {
@@ -86,6 +94,43 @@ func TestFastPath(t *testing.T) {
 						if math.Float32bits(y[e]) != math.Float32bits(wy[e]) {
 							t.Fatalf("%s, %d columns: decoded %d = %v, reference %v", c.Name(), cols, e, y[e], wy[e])
 						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// Rows of up to 64 values share their Philox vector passes with the rows
+// after them (philox_rows: 8, 4 or 2 rows a pass), which TestFastPath's 3
+// rows do not fill: here 7 to 27 rows, each of its own kind, so that every
+// row of a pass must give the reference's bytes whatever its neighbours
+// hold.
+func TestFastPathRowBatches(t *testing.T) {
+	if !fast {
+		t.Skip("no AVX2 path on this machine or build")
+	}
+	r := rand.New(rand.NewPCG(25, 26))
+	fills := rowFills(r)
+	for b := 1; b <= 8; b++ {
+		c := Quant(b)
+		for _, cols := range []int{0, 1, 3, 8, 9, 16, 17, 31, 32, 33, 63, 64, 65, 128} {
+			for _, rows := range []int{7, 8, 9, 16, 27} {
+				for trial := range 4 {
+					x := make([]float32, rows*cols)
+					for i := range rows {
+						fill := fills[0]
+						if trial > 0 { // every row a kind of its own
+							fill = fills[r.IntN(len(fills))]
+						}
+						fill(x[i*cols : (i+1)*cols])
+					}
+					seed := r.Uint64()
+					got, want := make([]byte, c.WireSize(rows, cols)), make([]byte, c.WireSize(rows, cols))
+					c.Encode(got, x, rows, cols, seed)
+					withReference(func() { c.Encode(want, x, rows, cols, seed) })
+					if !bytes.Equal(got, want) {
+						t.Fatalf("%s, %d rows of %d, trial %d: payload\n%x, reference\n%x", c.Name(), rows, cols, trial, got, want)
 					}
 				}
 			}
