@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -79,13 +80,7 @@ func TestFastPath(t *testing.T) {
 				for i := range rows {
 					fill(x[i*cols : (i+1)*cols])
 				}
-				seed := r.Uint64()
-				got, want := make([]byte, c.WireSize(rows, cols)), make([]byte, c.WireSize(rows, cols))
-				c.Encode(got, x, rows, cols, seed)
-				withReference(func() { c.Encode(want, x, rows, cols, seed) })
-				if !bytes.Equal(got, want) {
-					t.Fatalf("%s, %d columns, fill %d: payload\n%x, reference\n%x", c.Name(), cols, k, got, want)
-				}
+				got := sameAsReference(t, fmt.Sprintf("%d columns, fill %d", cols, k), c, x, rows, cols, r.Uint64())
 				for _, p := range [][]byte{got, randomBytes(r, len(got))} {
 					y, wy := make([]float32, rows*cols), make([]float32, rows*cols)
 					c.Decode(y, p, rows, cols)
@@ -125,17 +120,24 @@ func TestFastPathRowBatches(t *testing.T) {
 						}
 						fill(x[i*cols : (i+1)*cols])
 					}
-					seed := r.Uint64()
-					got, want := make([]byte, c.WireSize(rows, cols)), make([]byte, c.WireSize(rows, cols))
-					c.Encode(got, x, rows, cols, seed)
-					withReference(func() { c.Encode(want, x, rows, cols, seed) })
-					if !bytes.Equal(got, want) {
-						t.Fatalf("%s, %d rows of %d, trial %d: payload\n%x, reference\n%x", c.Name(), rows, cols, trial, got, want)
-					}
+					sameAsReference(t, fmt.Sprintf("%d rows of %d, trial %d", rows, cols, trial), c, x, rows, cols, r.Uint64())
 				}
 			}
 		}
 	}
+}
+
+// sameAsReference encodes x with the fast path and with the reference,
+// fails unless the payloads are equal, and returns the payload.
+func sameAsReference(t *testing.T, what string, c Spec, x []float32, rows, cols int, seed uint64) []byte {
+	t.Helper()
+	got, want := make([]byte, c.WireSize(rows, cols)), make([]byte, c.WireSize(rows, cols))
+	c.Encode(got, x, rows, cols, seed)
+	withReference(func() { c.Encode(want, x, rows, cols, seed) })
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s, %s: payload\n%x, reference\n%x", c.Name(), what, got, want)
+	}
+	return got
 }
 
 func randomBytes(r *rand.Rand, n int) []byte {
