@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ours against PyG on one GPU: 3-layer GraphSAGE-256, full batch, on one
-# generated graph of ogbn-products' size that both read (2.5M nodes, about
-# 60M edges, 128 features, 40 classes), rows in the file's order for both
+# generated graph near ogbn-products' size that both read (2.5M nodes, 50M
+# edges, 128 features, 40 classes), rows in the file's order for both
 # (--reorder none). Prints each one's mean epoch time without the first
 # epoch and the peak device memory nvidia-smi saw while it ran (the CUDA
 # context included, the same for both); PyG also reports what torch
