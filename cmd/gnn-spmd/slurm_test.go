@@ -142,12 +142,17 @@ var jobStateRE = regexp.MustCompile(`JobState=(\S+)`)
 // jobState is the job's state (RUNNING, COMPLETED, CANCELLED, ...).
 func (s *slurm) jobState(t *testing.T, id string) string {
 	t.Helper()
-	b, err := s.cmd(context.Background(), "scontrol", "show", "job", "-o", id).CombinedOutput()
-	m := jobStateRE.FindSubmatch(b)
-	if err != nil || m == nil {
-		t.Fatalf("scontrol show job %s: %v\n%s", id, err, b)
+	// A query can fail while slurmctld is busy with a cancel (seen in CI:
+	// scontrol died of SIGPIPE on its socket), so a few are tried.
+	for try := 1; ; try++ {
+		b, err := s.cmd(context.Background(), "scontrol", "show", "job", "-o", id).CombinedOutput()
+		if m := jobStateRE.FindSubmatch(b); err == nil && m != nil {
+			return string(m[1])
+		} else if try == 5 {
+			t.Fatalf("scontrol show job %s, %d tries: %v\n%s", id, try, err, b)
+		}
+		time.Sleep(time.Duration(try) * 200 * time.Millisecond)
 	}
-	return string(m[1])
 }
 
 // waitJob waits until the job has ended and returns its final state and
