@@ -8,6 +8,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/comm"
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/gen"
 	"github.com/gnn-spmd/gnn-spmd/data/ogb"
 	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
@@ -50,9 +51,10 @@ func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int
 
 // rankOptions are the settings of runRanksWith beyond runRanks's.
 type rankOptions struct {
-	overlap   bool   // the models' Overlap
-	order     string // every rank's row order
-	evalEvery int    // the trainers' EvalEvery
+	overlap   bool        // the models' Overlap
+	order     string      // every rank's row order
+	evalEvery int         // the trainers' EvalEvery
+	trainers  *[]*Trainer // if set, receives the trainers after the run
 }
 
 // runRanksWith is runRanks with the given options.
@@ -95,6 +97,9 @@ func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q
 		trainers[r].EvalEvery = opt.evalEvery
 	}
 	errs, stats := runAll(trainers, comms)
+	if opt.trainers != nil {
+		*opt.trainers = trainers
+	}
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
@@ -142,6 +147,66 @@ func sameTraining(t *testing.T, got, want []metrics.Epoch, q int) {
 		if math.Abs(acc[0]-acc[1]) > 0.002 {
 			t.Errorf("final accuracy %.4f on %d ranks vs %.4f in one process", acc[0], q, acc[1])
 		}
+	}
+}
+
+// inputCached is whether a distributed run of epochs epochs, evaluating
+// every epoch at full precision, exchanges the first layer's exact input once
+// (Model.CacheExactInput, on the host) instead of every evaluation.
+func inputCached(mc ModelConfig, epochs int) bool {
+	d := mc.Dims()
+	return mc.Model != "gat" && (d[1] >= d[0] || d[0] < d[1]*epochs)
+}
+
+// TestEvalInputCachedOnce: where the evaluation passes run at full
+// precision (here for dropout), the first layer's input features cross once
+// and their aggregation is kept, which leaves the run's losses and
+// accuracies those of one process. Its bytes go to the summary, not to any
+// epoch's; a first layer that projects first (the features wider than its
+// output) caches them only where the evaluations left would send more.
+func TestEvalInputCachedOnce(t *testing.T) {
+	for _, c := range []struct {
+		name                             string
+		features, hidden, epochs, evalEv int
+		cached                           bool
+	}{
+		{"aggregates-first", 24, 32, 6, 1, true},
+		{"projects-first", 96, 16, 8, 1, true},            // 96 < 16*8
+		{"projects-first-few-evals", 96, 16, 8, 4, false}, // 2 evaluations: 96 >= 16*2
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ds, err := gen.Generate(gen.Options{Nodes: 1500, Classes: 4, AvgDegree: 8, Homophily: 0.7, Features: c.features, SNR: 1, Seed: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			split := ds.SplitNames()[0]
+			mc := ModelConfig{Model: "sage", Layers: 2, Hidden: c.hidden, InDim: ds.NumFeatures, Classes: ds.NumClasses, Dropout: 0.3, Seed: 2}
+			want := runSingle(t, ds, split, mc, c.epochs)
+			parts := partitionBy(t, ds, split, "random", 2)
+			var trainers []*Trainer
+			got := runRanksWith(t, ds, split, parts, 2, mc, c.epochs, nil, rankOptions{order: OrderNone, evalEvery: c.evalEv, trainers: &trainers})
+			sameTraining(t, got, want, 2)
+			rows := haloRows(t, ds, split, parts, 2)
+			w := int64(min(c.features, c.hidden))
+			var once int64
+			if c.cached {
+				once = rows * int64(c.features) * 4
+			}
+			for e, st := range got {
+				wantEval := rows * w * 4
+				if c.cached || math.IsNaN(st.ValAcc) {
+					wantEval = 0
+				}
+				if st.BytesEvalLayer[0] != wantEval {
+					t.Errorf("epoch %d: first layer's evaluation bytes %d, want %d", e, st.BytesEvalLayer[0], wantEval)
+				}
+			}
+			for r, tr := range trainers {
+				if tr.evalOnce != once {
+					t.Errorf("rank %d: the input's one exchange counted %d bytes, analytic %d", r, tr.evalOnce, once)
+				}
+			}
+		})
 	}
 }
 
@@ -210,7 +275,8 @@ func TestDistributedEqualsSingle(t *testing.T) {
 						// width of the matrix the layer aggregates (the narrower side);
 						// the first layer sends no gradient when it aggregates its input.
 						// With dropout, the dropout-free evaluation pass adds a forward
-						// exchange, counted apart.
+						// exchange, counted apart, but for the first layer's when its
+						// exact input is cached (TestEvalInputCachedOnce).
 						rows := haloRows(t, ds, split, parts, q)
 						dims := mc.Dims()
 						for l := 0; l < mc.Layers; l++ {
@@ -223,7 +289,7 @@ func TestDistributedEqualsSingle(t *testing.T) {
 								t.Errorf("layer %d: counted %d/%d bytes fwd/bwd, analytic %d/%d", l, last.BytesFwdLayer[l], last.BytesBwdLayer[l], wantFwd, wantBwd)
 							}
 							wantEval := int64(0)
-							if mc.Dropout > 0 {
+							if mc.Dropout > 0 && (l > 0 || !inputCached(mc, epochs)) {
 								wantEval = wantFwd
 							}
 							if last.BytesEvalLayer[l] != wantEval {

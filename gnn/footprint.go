@@ -11,9 +11,12 @@ package gnn
 // device the activations live in device memory; the host still holds the
 // parameters and Adam moments, and the estimate stays an upper bound.
 // With residual, it adds residual coding's state (both ends' copies of
-// every layer's rows, both directions) and its scratch.
+// every layer's rows, both directions) and its scratch; with exactEval
+// (evaluation passes at full precision in a distributed run), the first
+// layer's cached exact input (Model.CacheExactInput) and the matrix its one
+// exchange fills.
 // TestFootprint holds it to what NewModel allocates.
-func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual bool) float64 {
+func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, exactEval bool) float64 {
 	const f32 = 4
 	dims := cfg.Dims()
 	own, rows := float64(owned), float64(owned+halo)
@@ -58,6 +61,16 @@ func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual boo
 			// Model.inputGrad: two scratch matrices at most, each as
 			// large as the largest input gradient without room in y.
 			scratch = max(scratch, own*in)
+		}
+	}
+	if exactEval && halo > 0 && cfg.Model != "gat" {
+		in, projectFirst := float64(dims[0]), dims[1] < dims[0]
+		if projectFirst && !host {
+			in = 0 // not cached on a GPU
+		}
+		floats += own * in
+		if projectFirst {
+			floats += rows * in
 		}
 	}
 	floats += own * float64(cfg.Classes) // dlogits

@@ -206,6 +206,53 @@ type Model struct {
 	// serves every epoch (the backward never writes that z). Ranks of a
 	// distributed run take part in every exchange, so they aggregate anew.
 	z0 bool
+	// exactZ0 is A x of the first layer over the exact input features,
+	// halo rows included, for the evaluation passes of a distributed run
+	// whose exchange is raw (exactPass): the features never change, so they
+	// cross once (CacheExactInput) instead of every epoch. nil until then.
+	exactZ0   *kernels.Mat
+	exactPass bool
+}
+
+// cachesExactInput reports whether CacheExactInput applies: not to GAT,
+// whose first layer attends over projected rows, and where the first layer
+// projects first, only on the host (the one-time exchange needs a matrix
+// as wide as the features, which a GPU would keep).
+func (m *Model) cachesExactInput() bool {
+	return m.gat == nil && (!m.layers[0].projectFirst || m.dev.Host())
+}
+
+// CacheExactInput exchanges the first layer's input features raw and keeps
+// their aggregation for the evaluation passes at full precision (exactPass),
+// once; x must be set to raw codecs for layer 0. A first layer that projects
+// first would otherwise send rows of its output width per evaluation: the
+// features, wider, go only where evals (the run's evaluation passes) would
+// send more. It returns whether it exchanged anything.
+func (m *Model) CacheExactInput(x halo.Exchanger, evals int) (bool, error) {
+	if m.exactZ0 != nil || x == nil || !m.cachesExactInput() {
+		return false, nil
+	}
+	ly := m.layers[0]
+	if ly.projectFirst && ly.in >= ly.out*evals {
+		return false, nil
+	}
+	d, v := m.dev, m.view
+	own := v.NumOwned
+	in := ly.x
+	if ly.projectFirst {
+		in = d.NewMat(own+v.NumHalo, ly.in)
+	}
+	if ly.projectFirst || m.Config.Dropout > 0 {
+		// Else the owned rows are the features already (NewModel).
+		d.Copy(in.View(0, own), m.features)
+	}
+	if err := x.Forward(0, in); err != nil {
+		return false, fmt.Errorf("layer 0 forward halo exchange of the input features: %w", err)
+	}
+	z := d.NewMat(own, ly.in)
+	d.SpMM(v.Adj, in, z, false)
+	m.exactZ0 = z
+	return true, nil
 }
 
 // NewModel allocates a model for the given rank view, initialised with
@@ -351,7 +398,12 @@ func (m *Model) Forward(x halo.Exchanger, train bool, epoch int) (*kernels.Mat, 
 		if ly.isSAGE {
 			self = func() { d.Gemm(false, false, 1, xOwn, ly.ws, 0, ly.y) }
 		}
-		if ly.projectFirst {
+		if l == 0 && !train && m.exactPass && m.exactZ0 != nil {
+			if self != nil {
+				self()
+			}
+			d.Gemm(false, false, 1, m.exactZ0, ly.wn, b2f(ly.isSAGE), ly.y)
+		} else if ly.projectFirst {
 			d.Gemm(false, false, 1, xOwn, ly.wn, 0, ly.p.View(0, own))
 			if err := m.aggregate(x, l, ly.p, ly.y, self); err != nil {
 				return nil, err

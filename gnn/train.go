@@ -73,6 +73,9 @@ type Trainer struct {
 	sums      *sums
 	// Per-layer codecs of the epoch, reused.
 	fwd, bwd, raw []codec.Spec
+	// evalOnce is the bytes, over all ranks, of the exact input's one
+	// exchange for evaluation (cacheExactInput), for the summary.
+	evalOnce int64
 }
 
 // sums is what an epoch adds up over the ranks, in one vector so that one
@@ -81,19 +84,20 @@ type sums struct {
 	v                        []float64
 	loss, train, valid, test *float64
 	stop                     *float64 // ranks that asked to stop
+	once                     *float64 // bytes of the exact input's one exchange (cacheExactInput)
 	fwd, bwd, eval           []float64
 	errSq, normSq            []float64 // per layer: the forward payloads' compression error
 	valHist, testHist        []float64 // score histograms, two-class tasks only
 }
 
 func newSums(layers int, binary bool) *sums {
-	n := 5 + 5*layers
+	n := 6 + 5*layers
 	if binary {
 		n += 2 * 2 * kernels.ScoreBins
 	}
 	s := &sums{v: make([]float64, n)}
-	s.loss, s.train, s.valid, s.test, s.stop = &s.v[0], &s.v[1], &s.v[2], &s.v[3], &s.v[4]
-	rest := s.v[5:]
+	s.loss, s.train, s.valid, s.test, s.stop, s.once = &s.v[0], &s.v[1], &s.v[2], &s.v[3], &s.v[4], &s.v[5]
+	rest := s.v[6:]
 	next := func(k int) []float64 { b := rest[:k:k]; rest = rest[k:]; return b }
 	s.fwd, s.bwd, s.eval, s.errSq, s.normSq = next(layers), next(layers), next(layers), next(layers), next(layers)
 	if binary {
@@ -223,7 +227,7 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 	}
 	evalCompressed := t.comp != nil && t.comp.evalCompressed
 	separateEval := m.Config.Dropout > 0 || m.Config.AttnDropout > 0 || (t.comp != nil && !evalCompressed)
-	evaluate := !separateEval || t.EvalEvery <= 1 || (epoch+1)%t.EvalEvery == 0 || epoch == t.Config.Epochs-1
+	evaluate := !separateEval || t.evaluates(epoch)
 	if separateEval && evaluate {
 		// An evaluation pass of its own, at the epoch's rates or raw.
 		if evalCompressed {
@@ -232,7 +236,14 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 			t.setCodecs(t.raw, t.raw)
 		}
 		t.setResidual(false)
+		if !evalCompressed {
+			if err := t.cacheExactInput(meter, &st); err != nil {
+				return metrics.Epoch{}, err
+			}
+		}
+		m.exactPass = !evalCompressed
 		logits, err := m.Forward(t.Halo, false, epoch)
+		m.exactPass = false
 		if err != nil {
 			return metrics.Epoch{}, err
 		}
@@ -301,6 +312,7 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 		reduceSeconds += time.Since(reduceStart).Seconds()
 	}
 	st.CommSeconds = st.HaloSeconds + reduceSeconds
+	t.evalOnce += int64(*s.once)
 	// Byte counts stay exact in float64 up to 2^53.
 	st.BytesFwdLayer, st.BytesBwdLayer, st.BytesEvalLayer = fwd, bwd, make([]int64, layers)
 	st.CompError = make([]float64, layers)
@@ -356,6 +368,39 @@ func auc(hist []float64) *float64 {
 	return &a
 }
 
+// evaluates reports whether an epoch whose evaluation needs a pass of its
+// own runs it (EvalEvery).
+func (t *Trainer) evaluates(epoch int) bool {
+	return t.EvalEvery <= 1 || (epoch+1)%t.EvalEvery == 0 || epoch == t.Config.Epochs-1
+}
+
+// cacheExactInput has the model exchange and aggregate the exact input
+// features once for the evaluation passes (Model.CacheExactInput). Those
+// bytes go to the run's summary (EvalBytesOnce), not to the epoch's
+// evaluation bytes, so that every epoch's metrics stay those of a run that
+// did not stop and resume; the time counts in the epoch's halo time.
+func (t *Trainer) cacheExactInput(meter *halo.Meter, st *metrics.Epoch) error {
+	// The evaluations of the whole run, not those left: a resumed run
+	// decides as the uninterrupted one did, so its metrics stay the same.
+	evals := 0
+	for e := range t.Config.Epochs {
+		if t.evaluates(e) {
+			evals++
+		}
+	}
+	did, err := t.Model.CacheExactInput(t.Halo, evals)
+	if err != nil || !did {
+		return err
+	}
+	layers := t.Model.Config.Layers
+	b, unused := make([]int64, layers), make([]int64, layers)
+	meter.AddBytes(b, unused)
+	*t.sums.once = float64(b[0])
+	st.HaloSeconds += meter.Seconds
+	meter.Reset()
+	return nil
+}
+
 func (t *Trainer) count(logits *kernels.Mat) {
 	v, dev, s := t.Model.view, t.Model.dev, t.sums
 	*s.train = float64(dev.CountCorrect(logits, v.Labels, v.Train))
@@ -402,6 +447,7 @@ func (t *Trainer) Run(report func(*metrics.Epoch) error) (metrics.Summary, error
 			return s, err
 		}
 		s.Add(st)
+		s.EvalBytesOnce = t.evalOnce
 		if report != nil {
 			if err := report(&st); err != nil {
 				return s, err

@@ -199,6 +199,11 @@ type Summary struct {
 	Epochs        int     `json:"epochs"`
 	Seconds       float64 `json:"seconds"`
 	BytesTotal    int64   `json:"bytes_total"` // halo bytes over all epochs, ranks and directions
+	// EvalBytesOnce is what the evaluation passes at full precision of a
+	// distributed run sent once, over all ranks: the first layer's input
+	// features, which then stay cached (absent where none were sent). Like
+	// the epochs' evaluation bytes, it is not part of BytesTotal.
+	EvalBytesOnce int64   `json:"eval_bytes_once,omitempty"`
 	Ranks         int     `json:"ranks"`
 	MaxRSSMiB     int64   `json:"max_rss_mb"`
 	RankRSSMiB    []int64 `json:"rank_rss_mb"`
