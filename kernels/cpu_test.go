@@ -131,6 +131,9 @@ func dense(a *Adj) [][]float64 {
 var spmmShapes = []struct{ rows, cols, f, deg int }{
 	{0, 5, 3, 2}, {4, 0, 3, 2}, {1, 1, 1, 1}, {1, 7, 9, 3}, {6, 5, 0, 2},
 	{37, 23, 13, 4}, {500, 300, 64, 8}, {2000, 1500, 33, 10}, {3000, 100, 7, 3},
+	// Every count of whole vectors below the column block, with and without
+	// single columns after them, and a block followed by a narrow rest.
+	{120, 90, 23, 3}, {90, 70, 24, 4}, {300, 200, 40, 6}, {90, 70, 50, 4}, {200, 150, 56, 5}, {80, 60, 63, 3}, {100, 80, 104, 4},
 }
 
 func TestSpMM(t *testing.T) {

@@ -57,23 +57,52 @@ INLINE void spmm_block(float* restrict yi, const float* restrict x, int64_t f, i
     store8(yi + c + 32, s4), store8(yi + c + 40, s5), store8(yi + c + 48, s6), store8(yi + c + 56, s7);
 }
 
-// Columns c.. of one output row when fewer than BLOCK remain: 8 at a time,
-// then one at a time, each sum in the order of k as above.
+// Columns c .. c+8M-1 of one output row when fewer than BLOCK remain (M =
+// 1..7 vectors of 8): one pass over the row's nonzeros with the M sums in
+// registers, each in the order of k as in spmm_block. A pass per vector
+// would read each source row's piece M times and its index M times.
+#define SPMM_NARROW(M)                                                                                          \
+    INLINE void spmm_narrow##M(float* restrict yi, const float* restrict x, int64_t f, int64_t c,               \
+                               const int32_t* col, const float* val, int64_t k0, int64_t k1, int64_t pf_end,   \
+                               int acc) {                                                                       \
+        const v8 zero = {0};                                                                                    \
+        v8 s[M];                                                                                                \
+        for (int t = 0; t < M; t++) s[t] = acc ? load8(yi + c + 8 * t) : zero;                                  \
+        for (int64_t k = k0; k < k1; k++) {                                                                     \
+            if (k + PREFETCH < pf_end) prefetch_row(x + (int64_t)col[k + PREFETCH] * f + c, f - c);             \
+            const float* xs = x + (int64_t)col[k] * f + c;                                                      \
+            if (val) {                                                                                          \
+                const v8 a = zero + val[k];                                                                     \
+                for (int t = 0; t < M; t++) s[t] += load8(xs + 8 * t) * a;                                      \
+            } else {                                                                                            \
+                for (int t = 0; t < M; t++) s[t] += load8(xs + 8 * t);                                          \
+            }                                                                                                   \
+        }                                                                                                       \
+        for (int t = 0; t < M; t++) store8(yi + c + 8 * t, s[t]);                                               \
+    }
+SPMM_NARROW(1)
+SPMM_NARROW(2)
+SPMM_NARROW(3)
+SPMM_NARROW(4)
+SPMM_NARROW(5)
+SPMM_NARROW(6)
+SPMM_NARROW(7)
+
+// Columns c.. of one output row when fewer than BLOCK remain: the whole
+// vectors of 8 in one pass (spmm_narrow), then the last f%8 one at a time,
+// each sum in the order of k as above.
 INLINE void spmm_tail(float* restrict yi, const float* restrict x, int64_t f, int64_t c, const int32_t* col,
                       const float* val, int64_t k0, int64_t k1, int64_t pf_end, int acc) {
-    const v8 zero = {0};
-    const int64_t c0 = c;
-    for (; c + 8 <= f; c += 8) {
-        v8 s = acc ? load8(yi + c) : zero;
-        for (int64_t k = k0; k < k1; k++) {
-            if (c == c0 && k + PREFETCH < pf_end) prefetch_row(x + (int64_t)col[k + PREFETCH] * f + c0, f - c0);
-            v8 xv = load8(x + (int64_t)col[k] * f + c);
-            if (val) xv *= zero + val[k];
-            s += xv;
-        }
-        store8(yi + c, s);
+    switch ((f - c) / 8) {
+    case 1: spmm_narrow1(yi, x, f, c, col, val, k0, k1, pf_end, acc); break;
+    case 2: spmm_narrow2(yi, x, f, c, col, val, k0, k1, pf_end, acc); break;
+    case 3: spmm_narrow3(yi, x, f, c, col, val, k0, k1, pf_end, acc); break;
+    case 4: spmm_narrow4(yi, x, f, c, col, val, k0, k1, pf_end, acc); break;
+    case 5: spmm_narrow5(yi, x, f, c, col, val, k0, k1, pf_end, acc); break;
+    case 6: spmm_narrow6(yi, x, f, c, col, val, k0, k1, pf_end, acc); break;
+    case 7: spmm_narrow7(yi, x, f, c, col, val, k0, k1, pf_end, acc); break;
     }
-    for (; c < f; c++) {
+    for (c += (f - c) / 8 * 8; c < f; c++) {
         float s = acc ? yi[c] : 0;
         for (int64_t k = k0; k < k1; k++) {
             float xv = x[(int64_t)col[k] * f + c];
