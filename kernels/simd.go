@@ -7,7 +7,7 @@ package kernels
 #cgo CFLAGS: -O3 -std=c11
 #include <stdint.h>
 int gnn_kernels_simd(void);
-void gnn_spmm(int avx2, float* y, const float* x, int64_t f, const int64_t* ptr, const int32_t* col, const float* val,
+void gnn_spmm(int level, float* y, const float* x, int64_t f, const int64_t* ptr, const int32_t* col, const float* val,
               const int32_t* rows, int64_t lo, int64_t hi, int acc);
 void gnn_relu(int avx2, const float* x, float* y, int64_t n);
 void gnn_relu_backward(int avx2, const float* y, const float* dy, float* dx, int64_t n);
@@ -16,12 +16,21 @@ import "C"
 
 import "unsafe"
 
-// avx2 is whether the AVX2 variants run.
-var avx2 = C.gnn_kernels_simd() != 0
+// The C loops' vector width, decided once from the CPU: avx2 is whether the
+// AVX2 variants run, avx512 whether the aggregation's AVX-512 one does
+// (tests turn either off).
+var avx2, avx512 = func() (bool, bool) {
+	l := C.gnn_kernels_simd()
+	return l >= 1, l >= 2
+}()
 
-// SIMD names the vector width of the C loops, for the run's header.
+// SIMD names the vector width of the aggregation's C loop, for the run's
+// header.
 func SIMD() string {
-	if avx2 {
+	switch {
+	case avx2 && avx512:
+		return "avx512"
+	case avx2:
 		return "avx2"
 	}
 	return "baseline"
@@ -51,7 +60,14 @@ func spmmC(a *Adj, x, y *Mat, rows []int32, lo, hi int, acc bool) {
 	if rows != nil {
 		rp = (*C.int32_t)(unsafe.Pointer(&rows[0]))
 	}
-	C.gnn_spmm(cBool(avx2), f32p(y.Data), f32p(x.Data), C.int64_t(x.Cols),
+	level := C.int(0)
+	if avx2 {
+		level = 1
+		if avx512 {
+			level = 2
+		}
+	}
+	C.gnn_spmm(level, f32p(y.Data), f32p(x.Data), C.int64_t(x.Cols),
 		(*C.int64_t)(unsafe.Pointer(&a.Ptr[0])), (*C.int32_t)(unsafe.Pointer(unsafe.SliceData(a.Col))), f32p(a.Val),
 		rp, C.int64_t(lo), C.int64_t(hi), cBool(acc))
 }

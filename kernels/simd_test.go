@@ -31,17 +31,17 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 	}
 }
 
-// simdVariants runs f with the C loops for AVX2 (where the CPU has it) and
-// for the baseline ISA.
+// simdVariants runs f with the C loops for AVX-512 and AVX2 (where the CPU
+// has them) and for the baseline ISA.
 func simdVariants(t *testing.T, f func(t *testing.T)) {
-	have := avx2
-	defer func() { avx2 = have }()
-	for _, v := range []bool{true, false} {
-		if v && !have {
+	have2, have512 := avx2, avx512
+	defer func() { avx2, avx512 = have2, have512 }()
+	for _, v := range []struct{ avx2, avx512 bool }{{true, true}, {true, false}, {false, false}} {
+		if v.avx2 && !have2 || v.avx512 && !have512 {
 			continue
 		}
-		avx2 = v
-		t.Run(fmt.Sprintf("avx2=%v", v), f)
+		avx2, avx512 = v.avx2, v.avx512
+		t.Run(fmt.Sprintf("avx2=%v/avx512=%v", v.avx2, v.avx512), f)
 	}
 }
 
@@ -57,7 +57,7 @@ func TestSIMDSpMMEqualsGo(t *testing.T) {
 	simdVariants(t, func(t *testing.T) {
 		p := NewCPU(2)
 		defer p.Close()
-		for _, f := range []int{0, 1, 7, 8, 9, 63, 64, 65, 72, 127, 128, 136, 200, 257} {
+		for _, f := range []int{0, 1, 7, 8, 9, 40, 63, 64, 65, 72, 127, 128, 136, 200, 255, 256, 257, 300, 520} {
 			for _, weighted := range []bool{false, true} {
 				a := randAdj(rng, 90, 40, 6, weighted)
 				if weighted {
@@ -87,6 +87,34 @@ func TestSIMDSpMMEqualsGo(t *testing.T) {
 					sameBits(t, fmt.Sprintf("SpMMRows F=%d weighted=%v acc=%v", f, weighted, acc), got.Data, want.Data)
 				}
 			}
+		}
+	})
+}
+
+// A weight of -0 flips the sign of a zero product, which shows where the
+// sum adds it to -0: every width's vector path must multiply by -0, not by
+// +0 (an earlier broadcast added the weight to zero, which lost its sign).
+func TestSIMDSpMMNegativeZeroWeights(t *testing.T) {
+	simdVariants(t, func(t *testing.T) {
+		p := NewCPU(1)
+		defer p.Close()
+		for _, f := range []int{8, 40, 64, 136, 256} {
+			a := &Adj{Rows: 2, Cols: 2, Ptr: []int64{0, 1, 2}, Col: []int32{0, 1}, Val: []float32{float32(math.Copysign(0, -1)), 1}}
+			x := NewMat(2, f)
+			for j := range f {
+				x.Data[j] = float32(j + 1) // row 0 positive: times -0 gives -0
+			}
+			got, want := NewMat(2, f), NewMat(2, f)
+			for i := range got.Data {
+				got.Data[i] = float32(math.Copysign(0, -1))
+				want.Data[i] = got.Data[i]
+			}
+			p.SpMM(a, x, got, true)
+			goTwin(func() { p.SpMM(a, x, want, true) })
+			if math.Float32bits(want.Data[0]) != 0x80000000 {
+				t.Fatalf("F=%d: the Go twin gives %v, want -0", f, want.Data[0])
+			}
+			bitsEqual(t, fmt.Sprintf("SpMM F=%d", f), got.Data, want.Data)
 		}
 	})
 }
