@@ -1,12 +1,12 @@
 // The CPU device's memory-bound loops in C: the aggregation's row sums and
 // the ReLU pair. Each is written once over GCC vector types and compiled
 // twice, for AVX2 and for the baseline ISA, chosen at run time (the
-// aggregation also for AVX-512). Every value
-// gets the operations of its Go twin (spmm.go, elementwise.go) in the same
-// order, a rounded product then a rounded sum, so the bits are the same
-// (neither target has FMA, so no product is fused into its sum), but for
-// the payload of a NaN: where both terms of a sum are NaN, which one's
-// payload survives depends on the operand order the compiler chose.
+// aggregation also for AVX-512). Every value gets the operations of its Go
+// twin (spmm.go, elementwise.go) in the same order, a rounded product then
+// a rounded sum, so the bits are the same (ISO C, -std=c11, fuses no
+// product into its sum, though the AVX-512 target has FMA), but for the
+// payload of a NaN: where both terms of a sum are NaN, which one's payload
+// survives depends on the operand order the compiler chose.
 #include <stdint.h>
 
 #define INLINE static inline __attribute__((always_inline))
