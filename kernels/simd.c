@@ -152,8 +152,8 @@ INLINE void spmm_body(float* y, const float* x, int64_t f, const int64_t* ptr, c
 // columns of a row (16 sums) stay in registers across its nonzeros, and a
 // 256-wide layer gathers each source row whole in one pass instead of four
 // 256-byte pieces in four. Measured on the 1M-node benchmark graph in METIS
-// order (docs/BENCHMARKS.md): the aggregation takes less than half the time
-// of the AVX2 blocks, whose pieces do not stay in cache between passes there.
+// order (README, Speed): the aggregation takes 36-61% of the time of the
+// AVX2 blocks, whose pieces do not stay in cache between passes there.
 #define AVX512 __attribute__((target("avx2,avx512f")))
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4)));
