@@ -152,7 +152,7 @@ func sameTraining(t *testing.T, got, want []metrics.Epoch, q int) {
 
 // inputCached is whether a distributed run of epochs epochs, evaluating
 // every epoch at full precision, exchanges the first layer's exact input once
-// (Model.CacheExactInput, on the host) instead of every evaluation.
+// (Model.cacheExactInput, on the host) instead of every evaluation.
 func inputCached(mc ModelConfig, epochs int) bool {
 	d := mc.Dims()
 	return mc.Model != "gat" && (d[1] >= d[0] || d[0] < d[1]*epochs)

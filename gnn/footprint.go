@@ -13,7 +13,7 @@ package gnn
 // With residual, it adds residual coding's state (both ends' copies of
 // every layer's rows, both directions) and its scratch; with exactEval
 // (evaluation passes at full precision in a distributed run), the first
-// layer's cached exact input (Model.CacheExactInput) and the matrix its one
+// layer's cached exact input (Model.cacheExactInput) and the matrix its one
 // exchange fills.
 // TestFootprint holds it to what NewModel allocates.
 func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, exactEval bool) float64 {

@@ -209,12 +209,12 @@ type Model struct {
 	// exactZ0 is A x of the first layer over the exact input features,
 	// halo rows included, for the evaluation passes of a distributed run
 	// whose exchange is raw (exactPass): the features never change, so they
-	// cross once (CacheExactInput) instead of every epoch. nil until then.
+	// cross once (cacheExactInput) instead of every epoch. nil until then.
 	exactZ0   *kernels.Mat
 	exactPass bool
 }
 
-// cachesExactInput reports whether CacheExactInput applies: not to GAT,
+// cachesExactInput reports whether cacheExactInput applies: not to GAT,
 // whose first layer attends over projected rows, and where the first layer
 // projects first, only on the host (the one-time exchange needs a matrix
 // as wide as the features, which a GPU would keep).
@@ -222,13 +222,13 @@ func (m *Model) cachesExactInput() bool {
 	return m.gat == nil && (!m.layers[0].projectFirst || m.dev.Host())
 }
 
-// CacheExactInput exchanges the first layer's input features raw and keeps
+// cacheExactInput exchanges the first layer's input features raw and keeps
 // their aggregation for the evaluation passes at full precision (exactPass),
 // once; x must be set to raw codecs for layer 0. A first layer that projects
 // first would otherwise send rows of its output width per evaluation: the
 // features, wider, go only where evals (the run's evaluation passes) would
 // send more. It returns whether it exchanged anything.
-func (m *Model) CacheExactInput(x halo.Exchanger, evals int) (bool, error) {
+func (m *Model) cacheExactInput(x halo.Exchanger, evals int) (bool, error) {
 	if m.exactZ0 != nil || x == nil || !m.cachesExactInput() {
 		return false, nil
 	}

@@ -375,20 +375,19 @@ func (t *Trainer) evaluates(epoch int) bool {
 }
 
 // cacheExactInput has the model exchange and aggregate the exact input
-// features once for the evaluation passes (Model.CacheExactInput). Those
+// features once for the evaluation passes (Model.cacheExactInput). Those
 // bytes go to the run's summary (EvalBytesOnce), not to the epoch's
 // evaluation bytes, so that every epoch's metrics stay those of a run that
 // did not stop and resume; the time counts in the epoch's halo time.
 func (t *Trainer) cacheExactInput(meter *halo.Meter, st *metrics.Epoch) error {
-	// The evaluations of the whole run, not those left: a resumed run
-	// decides as the uninterrupted one did, so its metrics stay the same.
-	evals := 0
-	for e := range t.Config.Epochs {
-		if t.evaluates(e) {
-			evals++
-		}
+	// The evaluations of the whole run (those evaluates picks), not those
+	// left: a resumed run decides as the uninterrupted one did, so its
+	// metrics stay the same.
+	evals := t.Config.Epochs
+	if k := t.EvalEvery; k > 1 {
+		evals = (t.Config.Epochs + k - 1) / k // every k-th, and the last
 	}
-	did, err := t.Model.CacheExactInput(t.Halo, evals)
+	did, err := t.Model.cacheExactInput(t.Halo, evals)
 	if err != nil || !did {
 		return err
 	}

@@ -63,30 +63,35 @@ INLINE void spmm_block(float* restrict yi, const float* restrict x, int64_t f, i
     store8(yi + c + 32, s4), store8(yi + c + 40, s5), store8(yi + c + 48, s6), store8(yi + c + 56, s7);
 }
 
-// Columns c .. c+8M-1 of one output row when fewer than BLOCK remain (M =
-// 1..7 vectors of 8): one pass over the row's nonzeros with the M sums in
-// registers, each in the order of k as in spmm_block. A pass per vector
-// would read each source row's piece M times and its index M times.
-#define SPMM_NARROW(M)                                                                                          \
-    INLINE void spmm_narrow##M(float* restrict yi, const float* restrict x, int64_t f, int64_t c,               \
-                               const int32_t* col, const float* val, int64_t k0, int64_t k1, int64_t pf_end,   \
-                               int acc) {                                                                       \
-        const v8 zero = {0};                                                                                    \
-        v8 s[M];                                                                                                \
-        for (int t = 0; t < M; t++) s[t] = acc ? load8(yi + c + 8 * t) : zero;                                  \
+// SPMM_PASS defines NAME, columns c .. c+L*M-1 of one output row in M
+// vectors V of L floats (LOAD, STORE, BCAST): one pass over the row's
+// nonzeros with the M sums in registers, each in the order of k as in
+// spmm_block; the source rows' next PF floats from c are prefetched. A pass
+// per vector would read each source row's piece M times and its index M
+// times.
+#define SPMM_PASS(NAME, V, L, LOAD, STORE, BCAST, M, PF)                                                       \
+    INLINE void NAME(float* restrict yi, const float* restrict x, int64_t f, int64_t c, const int32_t* col,     \
+                     const float* val, int64_t k0, int64_t k1, int64_t pf_end, int acc) {                      \
+        const V zero = {0};                                                                                     \
+        V s[M];                                                                                                 \
+        for (int t = 0; t < M; t++) s[t] = acc ? LOAD(yi + c + L * t) : zero;                                  \
         for (int64_t k = k0; k < k1; k++) {                                                                     \
-            if (k + PREFETCH < pf_end) prefetch_row(x + (int64_t)col[k + PREFETCH] * f + c, f - c);             \
+            if (k + PREFETCH < pf_end) prefetch_row(x + (int64_t)col[k + PREFETCH] * f + c, PF);                \
             const float* xs = x + (int64_t)col[k] * f + c;                                                      \
             if (val) {                                                                                          \
                 const float w = val[k];                                                                         \
-                const v8 a = bcast8(w);                                                                         \
-                for (int t = 0; t < M; t++) s[t] += load8(xs + 8 * t) * a;                                      \
+                const V a = BCAST(w);                                                                           \
+                for (int t = 0; t < M; t++) s[t] += LOAD(xs + L * t) * a;                                       \
             } else {                                                                                            \
-                for (int t = 0; t < M; t++) s[t] += load8(xs + 8 * t);                                          \
+                for (int t = 0; t < M; t++) s[t] += LOAD(xs + L * t);                                           \
             }                                                                                                   \
         }                                                                                                       \
-        for (int t = 0; t < M; t++) store8(yi + c + 8 * t, s[t]);                                               \
+        for (int t = 0; t < M; t++) STORE(yi + c + L * t, s[t]);                                                \
     }
+
+// spmm_narrowM: columns c .. c+8M-1 when fewer than BLOCK remain (M = 1..7
+// vectors of 8), prefetching the row's rest.
+#define SPMM_NARROW(M) SPMM_PASS(spmm_narrow##M, v8, 8, load8, store8, bcast8, M, f - c)
 SPMM_NARROW(1)
 SPMM_NARROW(2)
 SPMM_NARROW(3)
@@ -159,30 +164,11 @@ typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4)));
 #define load16(p) ((v16) * (const v16u*)(p))
 #define store16(p, v) (*(v16u*)(p) = (v))
+#define bcast16(w) ((v16){(w), (w), (w), (w), (w), (w), (w), (w), (w), (w), (w), (w), (w), (w), (w), (w)})
 enum { WIDE = 256 };
 
-// Columns c .. c+16W-1 of one output row (W = 1..16 vectors of 16), as
-// spmm_narrow does them 8 at a time.
-#define SPMM_WIDE(W)                                                                                            \
-    INLINE void spmm_wide##W(float* restrict yi, const float* restrict x, int64_t f, int64_t c,                 \
-                             const int32_t* col, const float* val, int64_t k0, int64_t k1, int64_t pf_end,     \
-                             int acc) {                                                                         \
-        const v16 zero = {0};                                                                                   \
-        v16 s[W];                                                                                               \
-        for (int t = 0; t < W; t++) s[t] = acc ? load16(yi + c + 16 * t) : zero;                               \
-        for (int64_t k = k0; k < k1; k++) {                                                                     \
-            if (k + PREFETCH < pf_end) prefetch_row(x + (int64_t)col[k + PREFETCH] * f + c, 16 * W);            \
-            const float* xs = x + (int64_t)col[k] * f + c;                                                      \
-            if (val) {                                                                                          \
-                const float w = val[k];                                                                         \
-                const v16 a = {w, w, w, w, w, w, w, w, w, w, w, w, w, w, w, w};                                 \
-                for (int t = 0; t < W; t++) s[t] += load16(xs + 16 * t) * a;                                    \
-            } else {                                                                                            \
-                for (int t = 0; t < W; t++) s[t] += load16(xs + 16 * t);                                        \
-            }                                                                                                   \
-        }                                                                                                       \
-        for (int t = 0; t < W; t++) store16(yi + c + 16 * t, s[t]);                                             \
-    }
+// spmm_wideW: columns c .. c+16W-1 (W = 1..16 vectors of 16).
+#define SPMM_WIDE(W) SPMM_PASS(spmm_wide##W, v16, 16, load16, store16, bcast16, W, 16 * W)
 SPMM_WIDE(1)
 SPMM_WIDE(2)
 SPMM_WIDE(3)

@@ -60,14 +60,14 @@ func spmmC(a *Adj, x, y *Mat, rows []int32, lo, hi int, acc bool) {
 	if rows != nil {
 		rp = (*C.int32_t)(unsafe.Pointer(&rows[0]))
 	}
-	level := C.int(0)
-	if avx2 {
+	level := 0 // simd.c's gnn_kernels_simd levels
+	switch {
+	case avx2 && avx512:
+		level = 2
+	case avx2:
 		level = 1
-		if avx512 {
-			level = 2
-		}
 	}
-	C.gnn_spmm(level, f32p(y.Data), f32p(x.Data), C.int64_t(x.Cols),
+	C.gnn_spmm(C.int(level), f32p(y.Data), f32p(x.Data), C.int64_t(x.Cols),
 		(*C.int64_t)(unsafe.Pointer(&a.Ptr[0])), (*C.int32_t)(unsafe.Pointer(unsafe.SliceData(a.Col))), f32p(a.Val),
 		rp, C.int64_t(lo), C.int64_t(hi), cBool(acc))
 }
