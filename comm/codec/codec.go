@@ -23,22 +23,23 @@
 //	                stochastically rounded; 2*rows*cols bytes.
 //	quant(32)       raw float32, identical to none.
 //
-// Random draws (wire version 2 and later) come from Philox4x32-10 (rng.Philox4x32):
-// one block of 128 bits serves 16 columns, 8 bits each, so that a vector
-// unit makes the draws of 128 columns with one pass of 8 blocks and a GPU
-// thread those of its columns with one block. With h = Mix64(seed) and
-// key = (uint32(h), uint32(h>>32)), row i (0-based, within the call) and
-// column j take the byte
+// Random draws (wire version 4): one 32-bit hash (rng.Hash32) serves 4
+// columns, 8 bits each. With h = Mix64(seed), k0 = uint32(h) and
+// k1 = uint32(h>>32), row i (0-based, within the call) and column j take
 //
-//	w      = Philox4x32((uint32(j/16), uint32(i), 0, 0), key)
-//	r(i,j) = byte j%16 of w, little endian: w[(j%16)/4] >> (8*(j%4)) & 0xff
+//	key(i) = Hash32(uint32(i) ^ k0)
+//	w(i,m) = Hash32(key(i) ^ (uint32(m)*0x9E3779B9 + k1))     m = j/4
+//	r(i,j) = w(i, j/4) >> (8*(j%4)) & 0xff
 //
-// quant rounds up with probability (fraction in 1/256 steps)/256, comparing
-// r with it; bf16 adds 256*r + 128 (the draw's midpoint) to the discarded
-// low half. (Version 1 drew 24 or 16 bits per value from Mix64,
-// one hash per 2 or 4 columns, and hashing was most of the encoders' cost;
-// Philox needs only 32-bit multiplies, which vectorise, and 8 bits per
-// value halve its cost again.)
+// A row's words are distinct (both hashes are bijections), and a vector
+// unit makes 32 columns' draws with one hash of 8 lanes; implementations
+// group 4 words (16 columns) into a block, one per GPU thread at a time.
+// quant rounds up with probability (fraction in 1/256 steps)/256, adding
+// r to the fraction; bf16 adds 256*r + 128 (the draw's midpoint) to the
+// discarded low half. (Version 1 drew 24 or 16 bits per value from Mix64,
+// one hash per 2 or 4 columns; versions 2 and 3 drew from Philox4x32-10,
+// one block per 16 columns, which vectorises but took 28% of a quant
+// encoder's time, and compared r with the fraction.)
 package codec
 
 import (
@@ -53,7 +54,7 @@ import (
 
 // WireVersion is the version of the wire formats above. Ranks of one job
 // refuse to train unless their builds share it; change it with any format.
-const WireVersion = 3
+const WireVersion = 4
 
 // Spec is one codec: its kind and, for quant, the bits per value, for
 // trunc the rate that fixes the columns kept. It is all a device needs to
@@ -350,14 +351,15 @@ func ForRate(kind Kind, r float64) (Spec, error) {
 //	f      = (x - origin) * (256*inv), clamped to [0, 256n] (NaN -> 0):
 //	         the value in 1/256 steps (256*inv is exact)
 //	g      = f rounded to the nearest integer, ties to even
-//	q      = g>>8 + (r < g&255 ? 1 : 0)       r = r(i, j) of the package doc
+//	q      = (g + r) >> 8                      r = r(i, j) of the package doc
 //
 // and Decode gives x^ = k*u + (float32(q) * scale). With r uniform, E[q] =
 // g/256 exactly, so E[x^] = x up to float32 rounding and 2^-9 of a step
 // (unbiased), and |x^ - x| <= scale (one step) plus half an ulp of the
 // row's magnitude (rounding of the sum). (Rounding f to 1/256 of a step
-// first makes the stochastic part an integer comparison with the 8-bit
-// draw, which is what a vector unit does fastest.) Every decoded value lies
+// first makes the stochastic part an integer sum with the 8-bit draw,
+// which is what a vector unit does fastest: g + r carries into bit 8 with
+// probability (g&255)/256.) Every decoded value lies
 // in [origin, origin + n*scale], which holds the row (up to the rounding of
 // the division). The step is at most 2^-7 above (hi-lo)/n for a row whose
 // grid origin falls on it (a row of ReLU outputs, whose min is 0), and at
@@ -481,7 +483,7 @@ func quantEncode(dst []byte, src []float32, rows, cols int, b uint, seed uint64)
 	if encodeFast(dst, src, rows, cols, int(b), seed) {
 		return
 	}
-	key := philoxKey(seed)
+	key := drawKey(seed)
 	n := float32(int(1)<<b - 1)
 	st := quantStride(cols, b)
 	for i := range rows {
@@ -494,10 +496,22 @@ func quantEncode(dst []byte, src []float32, rows, cols int, b uint, seed uint64)
 	}
 }
 
-// philoxKey is the draws' key for a message seed (see the package doc).
-func philoxKey(seed uint64) [2]uint32 {
+// drawKey is the draws' key (k0, k1) for a message seed (see the package
+// doc).
+func drawKey(seed uint64) [2]uint32 {
 	h := rng.Mix64(seed)
 	return [2]uint32{uint32(h), uint32(h >> 32)}
+}
+
+// drawBlock is the words w(i, 4p) .. w(i, 4p+3) of the package doc: the
+// draws of columns 16p .. 16p+15 of row i.
+func drawBlock(p, i int, key [2]uint32) [4]uint32 {
+	rk := rng.Hash32(uint32(i) ^ key[0])
+	var w [4]uint32
+	for m := range w {
+		w[m] = rng.Hash32(rk ^ (uint32(4*p+m)*0x9E3779B9 + key[1]))
+	}
+	return w
 }
 
 // draw is the byte of column j%16 in its block w.
@@ -514,17 +528,17 @@ func code(x, lo, inv256, n256 float32, r uint32) uint64 {
 		f = n256
 	}
 	g := uint32(math.RoundToEven(float64(f))) // exact: f <= 65280
-	// +1 when r < g&255, without a branch (it is taken at random).
-	return uint64(g>>8) + uint64((r-g&255)>>31)
+	// Up one step when the fraction g&255 and r carry into bit 8.
+	return uint64((g + r) >> 8)
 }
 
 // pack writes the b-bit codes of row i into out (len ceil(len(row)*b/8)):
-// a group of 8 codes fills b bytes; one Philox block draws for 2 groups.
+// a group of 8 codes fills b bytes; one draw block serves 2 groups.
 func pack(out []byte, row []float32, i int, b uint, lo, inv256, n256 float32, key [2]uint32) {
 	var w [4]uint32
 	for g := 0; 8*g < len(row); g++ {
 		if g%2 == 0 {
-			w = rng.Philox4x32([4]uint32{uint32(g / 2), uint32(i), 0, 0}, key)
+			w = drawBlock(g/2, i, key)
 		}
 		x := row[8*g : min(8*g+8, len(row))]
 		var acc uint64
@@ -681,12 +695,12 @@ func bf16Encode(dst []byte, src []float32, rows, cols int, seed uint64) {
 	if encodeFast(dst, src, rows, cols, 16, seed) {
 		return
 	}
-	key := philoxKey(seed)
+	key := drawKey(seed)
 	for i := range rows {
 		row := src[i*cols : (i+1)*cols]
 		out := dst[2*i*cols : 2*(i+1)*cols]
 		for j0 := 0; j0 < cols; j0 += 16 {
-			w := rng.Philox4x32([4]uint32{uint32(j0 / 16), uint32(i), 0, 0}, key)
+			w := drawBlock(j0/16, i, key)
 			for j := j0; j < min(j0+16, cols); j++ {
 				o := toBF16(math.Float32bits(row[j]), draw(&w, j)<<8|0x80)
 				out[2*j], out[2*j+1] = byte(o), byte(o>>8)

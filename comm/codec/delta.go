@@ -7,7 +7,7 @@ import "fmt"
 // ref row k; with a bitmap (tau > 0) it sends the row only when d is not
 // finite or holds a magnitude above tau times the largest of m's row (bit
 // k set; the bitmap is cleared first); it writes the kept rows' payload
-// into dst, in order, their Philox rows numbered 0, 1, ... as in Encode;
+// into dst, in order, their draw rows numbered 0, 1, ... as in Encode;
 // it adds their decoded values into ref; and it returns the kept rows and
 // SqDiff of m's rows against the new ref (what the receiver misses).
 // Those are the bytes and values of Encode, Decode and SqDiff run on the

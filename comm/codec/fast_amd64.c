@@ -5,8 +5,8 @@
 // The arithmetic is the reference's, per value and in the same float32
 // operations (ISO C: no contraction into fused multiply-adds; the vector
 // min and max keep the reference's NaN rule: a NaN operand loses), so the
-// payloads are byte-identical; Philox4x32-10 makes 8 blocks (the draws of
-// 128 columns) at once.
+// payloads are byte-identical; the draws come 32 columns to a hash of 8
+// lanes.
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -23,74 +23,81 @@ int gnn_codec_have_avx2(void) {
     return __builtin_cpu_supports("avx2");
 }
 
-// philox_keys holds the 10 rounds' keys of one message, broadcast.
+// GOLDEN is the odd constant that spreads a row's word indices m over the
+// hash's input (codec.go: m*0x9E3779B9 + k1).
+#define GOLDEN 0x9E3779B9u
+
+// hash32 is rng.Hash32.
+static inline uint32_t hash32(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    return x ^ (x >> 16);
+}
+
+// hash8 is rng.Hash32 on 8 lanes.
+AVX2 static inline __m256i hash8(__m256i x) {
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32(0x7feb352d));
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)0x846ca68bu));
+    return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+}
+
+// draw_keys is what one message's draws share: its key, lane l's word
+// term l*GOLDEN + k1, and for narrow rows (draw_rows, bpr blocks a row)
+// each lane's row offset and word term in the pass's 4 vectors.
 typedef struct {
-    __m256i k0[10], k1[10];
-} philox_keys;
+    uint32_t k0;
+    __m256i col, step;
+    __m256i roff[4], rcol[4];
+} draw_keys;
 
-AVX2 static void philox_keys_init(philox_keys* ks, uint32_t k0, uint32_t k1) {
-    for (int r = 0; r < 10; r++) {
-        ks->k0[r] = _mm256_set1_epi64x(k0);
-        ks->k1[r] = _mm256_set1_epi64x(k1);
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
+AVX2 static void draw_keys_init(draw_keys* ks, uint32_t k0, uint32_t k1, int bpr) {
+    ks->k0 = k0;
+    ks->col = _mm256_add_epi32(_mm256_set1_epi32((int)k1),
+                               _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)GOLDEN)));
+    ks->step = _mm256_set1_epi32((int)(8 * GOLDEN));
+    if (bpr == 0) return;
+    for (int v = 0; v < 4; v++) {
+        uint32_t off[8], col[8];
+        for (int l = 0; l < 8; l++) { // word t of the pass: block t/4, row (t/4)/bpr, word t%(4*bpr)
+            const int t = 8 * v + l;
+            off[l] = (uint32_t)(t / 4 / bpr);
+            col[l] = (uint32_t)(t % (4 * bpr)) * GOLDEN + k1;
+        }
+        ks->roff[v] = _mm256_loadu_si256((const __m256i*)off);
+        ks->rcol[v] = _mm256_loadu_si256((const __m256i*)col);
     }
 }
 
-// philox8x computes 8 Philox blocks, lane l of (a0, a1) for l < 4 and of
-// (b0, b1) for l >= 4 holding block l's counter words 0 and 1, and returns
-// them transposed: d[l] holds block l's 128 bits. Each 32-bit word lives in
-// the low half of a 64-bit lane, where _mm256_mul_epu32 reads it: a
-// product's low half is then the product itself (its high half is ignored
-// by the next multiply and dropped at the end) and its high half one shift.
-// Two sets of 4 blocks hide the multiplies' latency.
-AVX2 static inline __attribute__((always_inline)) void philox8x(__m256i a0, __m256i a1, __m256i b0, __m256i b1,
-                                                                 const philox_keys* ks, __m128i d[8]) {
-    const __m256i m0 = _mm256_set1_epi64x(0xD2511F53), m1 = _mm256_set1_epi64x(0xCD9E8D57);
-    __m256i a2 = _mm256_setzero_si256(), b2 = a2, a3 = a2, b3 = a2;
-    for (int r = 0; r < 10; r++) {
-        const __m256i pa0 = _mm256_mul_epu32(a0, m0), pb0 = _mm256_mul_epu32(b0, m0);
-        const __m256i pa1 = _mm256_mul_epu32(a2, m1), pb1 = _mm256_mul_epu32(b2, m1);
-        a0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pa1, 32), a1), ks->k0[r]);
-        b0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pb1, 32), b1), ks->k0[r]);
-        a2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pa0, 32), a3), ks->k1[r]);
-        b2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pb0, 32), b3), ks->k1[r]);
-        a1 = pa1, b1 = pb1, a3 = pa0, b3 = pb0;
-    }
-    // Per set, the dwords (w0, w1) and (w2, w3) side by side, then each
-    // block's 4 words: the low 128 bits hold blocks 0 and 1 of the set.
-    const __m256i a01 = _mm256_blend_epi32(a0, _mm256_slli_epi64(a1, 32), 0xAA);
-    const __m256i a23 = _mm256_blend_epi32(a2, _mm256_slli_epi64(a3, 32), 0xAA);
-    const __m256i b01 = _mm256_blend_epi32(b0, _mm256_slli_epi64(b1, 32), 0xAA);
-    const __m256i b23 = _mm256_blend_epi32(b2, _mm256_slli_epi64(b3, 32), 0xAA);
-    const __m256i ae = _mm256_unpacklo_epi64(a01, a23), ao = _mm256_unpackhi_epi64(a01, a23);
-    const __m256i be = _mm256_unpacklo_epi64(b01, b23), bo = _mm256_unpackhi_epi64(b01, b23);
-    d[0] = _mm256_castsi256_si128(ae), d[2] = _mm256_extracti128_si256(ae, 1);
-    d[1] = _mm256_castsi256_si128(ao), d[3] = _mm256_extracti128_si256(ao, 1);
-    d[4] = _mm256_castsi256_si128(be), d[6] = _mm256_extracti128_si256(be, 1);
-    d[5] = _mm256_castsi256_si128(bo), d[7] = _mm256_extracti128_si256(bo, 1);
-}
-
-// philox8 is the blocks c0 .. c0+7 of row i (columns 16*c0 .. 16*c0+127):
+// draw8 is the blocks c0 .. c0+7 of row i (columns 16*c0 .. 16*c0+127):
 // byte t of d[l] is the draw of column 16*(c0+l)+t.
-AVX2 static inline __attribute__((always_inline)) void philox8(uint32_t c0, uint32_t i, const philox_keys* ks, __m128i d[8]) {
-    const __m256i c = _mm256_set1_epi64x(c0), r = _mm256_set1_epi64x(i);
-    philox8x(_mm256_add_epi64(c, _mm256_setr_epi64x(0, 1, 2, 3)), r, _mm256_add_epi64(c, _mm256_setr_epi64x(4, 5, 6, 7)), r, ks, d);
+AVX2 static inline __attribute__((always_inline)) void draw8(uint32_t c0, uint32_t i, const draw_keys* ks, __m128i d[8]) {
+    const __m256i rk = _mm256_set1_epi32((int)hash32(i ^ ks->k0));
+    __m256i col = _mm256_add_epi32(ks->col, _mm256_set1_epi32((int)(4 * c0 * GOLDEN)));
+    for (int v = 0; v < 4; v++) {
+        const __m256i h = hash8(_mm256_xor_si256(rk, col));
+        d[2 * v] = _mm256_castsi256_si128(h), d[2 * v + 1] = _mm256_extracti128_si256(h, 1);
+        col = _mm256_add_epi32(col, ks->step);
+    }
 }
 
-// philox_rows is the blocks 0 .. bpr-1 (bpr = 1, 2 or 4) of the 8/bpr rows
-// i, i+1, ...: d + k*bpr holds row i+k's, as philox8 would give them. A
-// narrow row needs fewer than philox8's 8 blocks; this makes every lane
-// count.
-AVX2 static inline __attribute__((always_inline)) void philox_rows(uint32_t i, int bpr, const philox_keys* ks, __m128i d[8]) {
-    const __m256i lane_a = _mm256_setr_epi64x(0, 1, 2, 3), lane_b = _mm256_setr_epi64x(4, 5, 6, 7);
-    const __m256i mask = _mm256_set1_epi64x(bpr - 1), r = _mm256_set1_epi64x(i);
-    const __m128i sh = _mm_cvtsi32_si128(bpr == 1 ? 0 : bpr == 2 ? 1 : 2);
-    philox8x(_mm256_and_si256(lane_a, mask), _mm256_add_epi64(r, _mm256_srl_epi64(lane_a, sh)),
-             _mm256_and_si256(lane_b, mask), _mm256_add_epi64(r, _mm256_srl_epi64(lane_b, sh)), ks, d);
+// draw_rows is the blocks 0 .. bpr-1 (bpr = 1, 2 or 4, as in
+// draw_keys_init) of the 8/bpr rows i, i+1, ...: d + k*bpr holds row i+k's,
+// as draw8 would give them. A narrow row needs fewer than draw8's 8
+// blocks; this makes every lane count.
+AVX2 static inline __attribute__((always_inline)) void draw_rows(uint32_t i, const draw_keys* ks, __m128i d[8]) {
+    const __m256i base = _mm256_set1_epi32((int)i), k0 = _mm256_set1_epi32((int)ks->k0);
+    for (int v = 0; v < 4; v++) {
+        const __m256i rk = hash8(_mm256_xor_si256(_mm256_add_epi32(base, ks->roff[v]), k0));
+        const __m256i h = hash8(_mm256_xor_si256(rk, ks->rcol[v]));
+        d[2 * v] = _mm256_castsi256_si128(h), d[2 * v + 1] = _mm256_extracti128_si256(h, 1);
+    }
 }
 
-// narrow_blocks is the Philox blocks per row that philox_rows serves for
+// narrow_blocks is the blocks per row that draw_rows serves for
 // rows of cols values (a power of 2 >= ceil(cols/16)), 0 above 64 columns.
 static inline int narrow_blocks(int cols) { return cols <= 16 ? 1 : cols <= 32 ? 2 : cols <= 64 ? 4 : 0; }
 
@@ -240,11 +247,15 @@ AVX2 static inline __m256i g8(__m256 x, __m256 lo, __m256 inv256, __m256 n256) {
 }
 
 // codes8 is the reference's code() on 8 values with their draws r:
-// g>>8, plus 1 where r < g&255 (the mask being -1).
+// (g + r) >> 8.
 AVX2 static inline __m256i codes8(__m256 x, __m256i r, __m256 lo, __m256 inv256, __m256 n256) {
-    const __m256i g = g8(x, lo, inv256, n256);
-    const __m256i up = _mm256_cmpgt_epi32(_mm256_and_si256(g, _mm256_set1_epi32(255)), r);
-    return _mm256_sub_epi32(_mm256_srli_epi32(g, 8), up);
+    return _mm256_srli_epi32(_mm256_add_epi32(g8(x, lo, inv256, n256), r), 8);
+}
+
+// bits1 is 8 one-bit codes (g <= 256: (g + r) >> 8 is bit 8 of the sum),
+// code t in bit t.
+AVX2 static inline uint8_t bits1(__m256i g, __m256i r) {
+    return (uint8_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(g, r), 23)));
 }
 
 // or8 ORs the elements of each of s[0..7] into lane l of the result.
@@ -273,7 +284,7 @@ static inline uint32_t code1(float x, float lo, float inv256, float n256, uint32
     if (!(f >= 0.0f)) f = 0.0f;
     if (f > n256) f = n256;
     const uint32_t g = (uint32_t)nearbyintf(f);
-    return (g >> 8) + (r < (g & 255));
+    return (g + r) >> 8;
 }
 
 // quant_enc is what every row of one quant(b) encode shares.
@@ -283,7 +294,7 @@ typedef struct {
     float n, smax;
     __m256i shlo, shhi, sh32, compact;
     __m256 n256;
-    philox_keys ks;
+    draw_keys ks;
 } quant_enc;
 
 AVX2 static void quant_enc_init(quant_enc* q, int cols, int b, uint32_t k0, uint32_t k1) {
@@ -301,7 +312,7 @@ AVX2 static void quant_enc_init(quant_enc* q, int cols, int b, uint32_t k0, uint
         q->compact = _mm256_broadcastsi128_si256(mm);
     }
     q->n256 = _mm256_set1_ps(256 * q->n);
-    philox_keys_init(&q->ks, k0, k1);
+    draw_keys_init(&q->ks, k0, k1, narrow_blocks(cols));
 }
 
 // quant_encode_row writes row i (x, q->cols values, whose min and max are
@@ -313,7 +324,7 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const qu
     const float n = q->n;
     const __m256i shlo = q->shlo, shhi = q->shhi, sh32 = q->sh32, compact = q->compact;
     const __m256 n256 = q->n256;
-    const philox_keys* ks = &q->ks;
+    const draw_keys* ks = &q->ks;
     {
         float scale, inv;
         int k;
@@ -326,16 +337,14 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const qu
         for (int jb = 0; jb < cols; jb += 128) { // 16 groups, 8 blocks
             __m128i dm[8];
             const __m128i* d = pre;
-            if (!d) philox8((uint32_t)(jb / 16), i, ks, dm), d = dm;
+            if (!d) draw8((uint32_t)(jb / 16), i, ks, dm), d = dm;
             const int g0 = jb / 8;
             // Whole groups first, as many at a time as the packing takes
             // (rows of 64 columns have 8 of them), then the generic loop.
             int gl = 0;
-            if (b == 1) { // code = r < g, the comparisons' sign bits
-                for (; gl < 16 && g0 + gl < full; gl++) {
-                    const __m256i gv = g8(_mm256_loadu_ps(x + 8 * (g0 + gl)), lov, inv256, n256);
-                    codes[g0 + gl] = (uint8_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(gv, draws8(d[gl / 2], gl % 2))));
-                }
+            if (b == 1) {
+                for (; gl < 16 && g0 + gl < full; gl++)
+                    codes[g0 + gl] = bits1(g8(_mm256_loadu_ps(x + 8 * (g0 + gl)), lov, inv256, n256), draws8(d[gl / 2], gl % 2));
             } else if (b == 8) { // one byte per code, 32 at a time
                 for (; gl + 4 <= 16 && g0 + gl + 4 <= full; gl += 4) {
                     const __m256i c0 = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl)), draws8(d[gl / 2], 0), lov, inv256, n256);
@@ -371,9 +380,8 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const qu
             }
             for (; gl < 16 && 8 * (g0 + gl) < cols; gl++) {
                 const int g = g0 + gl;
-                if (g < full && b == 1) { // code = r < g: the sign bits of the comparison
-                    const __m256i gv = g8(_mm256_loadu_ps(x + 8 * g), lov, inv256, n256);
-                    codes[g] = (uint8_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(gv, draws8(d[gl / 2], gl % 2))));
+                if (g < full && b == 1) {
+                    codes[g] = bits1(g8(_mm256_loadu_ps(x + 8 * g), lov, inv256, n256), draws8(d[gl / 2], gl % 2));
                 } else if (g < full) {
                     const __m256i c = codes8(_mm256_loadu_ps(x + 8 * g), draws8(d[gl / 2], gl % 2), lov, inv256, n256);
                     uint64_t w;
@@ -408,7 +416,7 @@ AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int col
     __m128i d[8];
     for (int64_t i = 0; i < rows; i++) {
         float mn, mx;
-        if (bpr && i % (8 / bpr) == 0) philox_rows((uint32_t)i, bpr, &q.ks, d);
+        if (bpr && i % (8 / bpr) == 0) draw_rows((uint32_t)i, &q.ks, d);
         if (i + 1 < rows) prefetch_row(src + (i + 1) * cols, cols);
         row_minmax(src + i * cols, cols, &mn, &mx);
         quant_encode_row(&q, dst + i * q.stride, src + i * cols, (uint32_t)i, mn, mx, bpr ? d + i % (8 / bpr) * bpr : NULL);
@@ -449,14 +457,14 @@ AVX2 static inline __m128i bf16x8(__m256i w, __m256i r) {
 
 AVX2 void gnn_bf16_encode(uint16_t* dst, const float* src, int64_t rows, int cols, uint32_t k0, uint32_t k1) {
     const int full = cols / 8;
-    philox_keys ks;
-    philox_keys_init(&ks, k0, k1);
+    draw_keys ks;
+    draw_keys_init(&ks, k0, k1, 0);
     for (int64_t i = 0; i < rows; i++) {
         const float* x = src + i * cols;
         uint16_t* out = dst + i * cols;
         for (int jb = 0; jb < cols; jb += 128) {
             __m128i d[8];
-            philox8((uint32_t)(jb / 16), (uint32_t)i, &ks, d);
+            draw8((uint32_t)(jb / 16), (uint32_t)i, &ks, d);
             const int g0 = jb / 8;
             for (int gl = 0; gl < 16 && 8 * (g0 + gl) < cols; gl++) {
                 const int g = g0 + gl;
@@ -714,7 +722,7 @@ AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* id
         }
         if (bitmap) bitmap[k >> 3] |= (uint8_t)(1u << (k & 7));
         uint8_t* o = dst + n * q.stride;
-        if (bpr && n % (8 / bpr) == 0) philox_rows((uint32_t)n, bpr, &q.ks, d);
+        if (bpr && n % (8 / bpr) == 0) draw_rows((uint32_t)n, &q.ks, d);
         quant_encode_row(&q, o, buf, (uint32_t)n, lo, hi, bpr ? d + n % (8 / bpr) * bpr : NULL);
         delta_update(s, x, o, q.stride, cols, b, &a);
         n++;

@@ -42,7 +42,7 @@ func encodeFast(dst []byte, src []float32, rows, cols, b int, seed uint64) bool 
 	if !fast || rows == 0 || cols == 0 {
 		return false
 	}
-	key := philoxKey(seed)
+	key := drawKey(seed)
 	s := (*C.float)(unsafe.Pointer(&src[0]))
 	if b == 16 {
 		C.gnn_bf16_encode((*C.uint16_t)(unsafe.Pointer(&dst[0])), s, C.int64_t(rows), C.int(cols), C.uint32_t(key[0]), C.uint32_t(key[1]))
@@ -76,7 +76,7 @@ func sqDiffFast(src []float32, idx []int32, cols int, dec []float32) (errSq, nor
 }
 
 func deltaEncodeFast(dst []byte, m []float32, idx []int32, cols, b int, ref []float32, tau float32, bitmap []byte, seed uint64, buf []float32) (kept int, errSq, normSq float64) {
-	key := philoxKey(seed)
+	key := drawKey(seed)
 	var bm *C.uint8_t
 	if bitmap != nil {
 		bm = (*C.uint8_t)(unsafe.Pointer(&bitmap[0]))

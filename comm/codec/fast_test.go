@@ -96,8 +96,8 @@ func TestFastPath(t *testing.T) {
 	}
 }
 
-// Rows of up to 64 values share their Philox vector passes with the rows
-// after them (philox_rows: 8, 4 or 2 rows a pass), which TestFastPath's 3
+// Rows of up to 64 values share their vector passes of draws with the rows
+// after them (draw_rows: 8, 4 or 2 rows a pass), which TestFastPath's 3
 // rows do not fill: here 7 to 27 rows, each of its own kind, so that every
 // row of a pass must give the reference's bytes whatever its neighbours
 // hold.

@@ -16,7 +16,7 @@
 // quant_lanes(cols) lanes of a warp (32/L rows a warp): they find its min
 // and max (a butterfly within the L lanes), every lane derives the same
 // header, the row's first lane writes it, and lane l of the row codes the
-// Philox blocks p = l, l+L, ... (16 columns each, one Philox call).
+// draw blocks p = l, l+L, ... (16 columns each, 4 words of draws).
 extern "C" __global__ void quant_encode(int rows, int cols, int b, const int* idx, const float* src,
                                         unsigned char* dst, unsigned long long h) {
     const int lanes = quant_lanes(cols), per = 32 / lanes;

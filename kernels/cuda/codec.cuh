@@ -94,22 +94,22 @@ __host__ __device__ __forceinline__ float quant_params(float lo, float hi, float
 }
 
 // quant_code is code(): the b-bit code of x with the 8-bit draw r, inv256
-// = 256*inv, n256 = 256*n: f in 1/256 steps rounded to g, then g>>8 plus 1
-// when r < g&255.
+// = 256*inv, n256 = 256*n: f in 1/256 steps rounded to g, then
+// (g + r) >> 8.
 __host__ __device__ __forceinline__ unsigned int quant_code(float x, float lo, float inv256, float n256,
                                                             unsigned int r) {
     float f = (x - lo) * inv256;
     if (!(f >= 0.0f)) f = 0.0f;
     if (f > n256) f = n256;
     const unsigned int g = rint_f32(f);
-    return (g >> 8) + (r < (g & 255u) ? 1u : 0u);
+    return (g + r) >> 8;
 }
 
 // quant_group writes codes 8g .. min(8g+8, cols)-1 of row i (values x)
 // into the code area out (the payload row after its header): they
 // fill bytes g*b .. g*b+b-1 exactly (LSB first), or, for a last partial
 // group, its first ceil(count*b/8) bytes with the unused high bits 0. The
-// draws are half g%2 of w, row i's Philox block g/2 (quant_block).
+// draws are half g%2 of w, row i's draw block g/2 (quant_block).
 __host__ __device__ __forceinline__ void quant_group(const float* x, int cols, int b, int g, float lo,
                                                      float inv256, float n256, const unsigned int w[4],
                                                      unsigned char* out) {
@@ -124,18 +124,18 @@ __host__ __device__ __forceinline__ void quant_group(const float* x, int cols, i
 }
 
 // quant_block codes columns 16p .. 16p+15 of row i (groups 2p and 2p+1,
-// as far as cols reaches) from one Philox block (p, i) under key (k0, k1).
+// as far as cols reaches) from one draw block (p, i) under key (k0, k1).
 __host__ __device__ __forceinline__ void quant_block(const float* x, int cols, int b, int p, float lo,
                                                      float inv256, float n256, int i, unsigned int k0,
                                                      unsigned int k1, unsigned char* out) {
     unsigned int w[4];
-    philox4x32((unsigned int)p, (unsigned int)i, k0, k1, w);
+    draw_block((unsigned int)p, (unsigned int)i, k0, k1, w);
     quant_group(x, cols, b, 2 * p, lo, inv256, n256, w, out);
     if (16 * p + 8 < cols) quant_group(x, cols, b, 2 * p + 1, lo, inv256, n256, w, out);
 }
 
 // quant_lanes is how many lanes of a warp encode one row of cols values: a
-// Philox block (16 columns) per lane at a time, the smallest power of 2
+// draw block (16 columns) per lane at a time, the smallest power of 2
 // that covers the row's blocks, at most 32; a warp takes 32/lanes rows.
 __host__ __device__ __forceinline__ int quant_lanes(int cols) {
     const int blocks = (cols + 15) / 16;
@@ -220,12 +220,12 @@ __host__ __device__ __forceinline__ unsigned short to_bf16(unsigned int w, unsig
 }
 
 // bf16_encode_group encodes columns 8g .. min(8g+8, cols)-1 of row i
-// (values x): column j adds 256*r(i, j) + 128, r from half g%2 of Philox
+// (values x): column j adds 256*r(i, j) + 128, r from half g%2 of draw
 // block (g/2, i).
 __host__ __device__ __forceinline__ void bf16_encode_group(const float* x, int cols, int g, int i, unsigned int k0,
                                                            unsigned int k1, unsigned short* out) {
     unsigned int w[4];
-    philox4x32((unsigned int)(g >> 1), (unsigned int)i, k0, k1, w);
+    draw_block((unsigned int)(g >> 1), (unsigned int)i, k0, k1, w);
     const int j0 = 8 * g;
     const int cnt = min_i(8, cols - j0);
     for (int t = 0; t < cnt; t++)

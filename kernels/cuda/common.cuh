@@ -50,25 +50,22 @@ __host__ __device__ __forceinline__ unsigned long long row_key(unsigned long lon
     return h ^ ((unsigned long long)(unsigned int)id << 32);
 }
 
-// philox4x32 is rng.Philox4x32 (Philox4x32-10): the 128-bit block of
-// counter (c0, c1, 0, 0) under key (k0, k1), into w[0..3].
-__host__ __device__ __forceinline__ void philox4x32(unsigned int c0, unsigned int c1, unsigned int k0,
+// hash32 is rng.Hash32.
+__host__ __device__ __forceinline__ unsigned int hash32(unsigned int x) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    return x ^ (x >> 16);
+}
+
+// draw_block is comm/codec's drawBlock: the words w(i, 4p) .. w(i, 4p+3)
+// of row i under key (k0, k1), the draws of columns 16p .. 16p+15, into
+// w[0..3].
+__host__ __device__ __forceinline__ void draw_block(unsigned int p, unsigned int i, unsigned int k0,
                                                     unsigned int k1, unsigned int w[4]) {
-    unsigned int c2 = 0, c3 = 0;
-    for (int r = 0; r < 10; r++) {
-        if (r > 0) {
-            k0 += 0x9E3779B9u;
-            k1 += 0xBB67AE85u;
-        }
-        const unsigned long long p0 = (unsigned long long)0xD2511F53u * c0;
-        const unsigned long long p1 = (unsigned long long)0xCD9E8D57u * c2;
-        const unsigned int n0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0, n2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;
-        c1 = (unsigned int)p1;
-        c3 = (unsigned int)p0;
-        c0 = n0;
-        c2 = n2;
-    }
-    w[0] = c0, w[1] = c1, w[2] = c2, w[3] = c3;
+    const unsigned int rk = hash32(i ^ k0);
+    for (int m = 0; m < 4; m++) w[m] = hash32(rk ^ ((4u * p + (unsigned int)m) * 0x9E3779B9u + k1));
 }
 
 // draw8 is byte t (0..15) of a block, little endian: comm/codec's r(i, j)

@@ -1,6 +1,6 @@
 // Package rng holds the counter-based generators behind every seeded draw
 // of the project: Mix64 for dropout masks, the generator's streams and the
-// derivation of per-message seeds, Philox4x32 for the codecs' stochastic
+// derivation of per-message seeds, Hash32 for the codecs' stochastic
 // rounding. Draws are a function of the seed and the element's coordinates,
 // so any device reproduces them in any order and on any thread count;
 // kernels/cuda/common.cuh holds the CUDA twins.

@@ -29,7 +29,7 @@ package hosttwin
 #include "sparse.h"
 
 // quant_encode: a row's quant_lanes(cols) lanes, their butterfly of
-// shuffles replayed, then their Philox blocks.
+// shuffles replayed, then their draw blocks.
 static int twin_quant_encode(int rows, int cols, int b, const int* idx, const float* src,
                              unsigned char* dst, unsigned long long h) {
     const float n = (float)((1 << b) - 1);
