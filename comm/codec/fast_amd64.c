@@ -72,9 +72,9 @@ AVX2 static void draw_keys_init(draw_keys* ks, uint32_t k0, uint32_t k1, int bpr
     }
 }
 
-// draw8 is the blocks c0 .. c0+7 of row i (columns 16*c0 .. 16*c0+127):
+// draw_blocks is the blocks c0 .. c0+7 of row i (columns 16*c0 .. 16*c0+127):
 // byte t of d[l] is the draw of column 16*(c0+l)+t.
-AVX2 static inline __attribute__((always_inline)) void draw8(uint32_t c0, uint32_t i, const draw_keys* ks, __m128i d[8]) {
+AVX2 static inline __attribute__((always_inline)) void draw_blocks(uint32_t c0, uint32_t i, const draw_keys* ks, __m128i d[8]) {
     const __m256i rk = _mm256_set1_epi32((int)hash32(i ^ ks->k0));
     __m256i col = _mm256_add_epi32(ks->col, _mm256_set1_epi32((int)(4 * c0 * GOLDEN)));
     for (int v = 0; v < 4; v++) {
@@ -86,7 +86,7 @@ AVX2 static inline __attribute__((always_inline)) void draw8(uint32_t c0, uint32
 
 // draw_rows is the blocks 0 .. bpr-1 (bpr = 1, 2 or 4, as in
 // draw_keys_init) of the 8/bpr rows i, i+1, ...: d + k*bpr holds row i+k's,
-// as draw8 would give them. A narrow row needs fewer than draw8's 8
+// as draw_blocks would give them. A narrow row needs fewer than its 8
 // blocks; this makes every lane count.
 AVX2 static inline __attribute__((always_inline)) void draw_rows(uint32_t i, const draw_keys* ks, __m128i d[8]) {
     const __m256i base = _mm256_set1_epi32((int)i), k0 = _mm256_set1_epi32((int)ks->k0);
@@ -337,7 +337,7 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const qu
         for (int jb = 0; jb < cols; jb += 128) { // 16 groups, 8 blocks
             __m128i dm[8];
             const __m128i* d = pre;
-            if (!d) draw8((uint32_t)(jb / 16), i, ks, dm), d = dm;
+            if (!d) draw_blocks((uint32_t)(jb / 16), i, ks, dm), d = dm;
             const int g0 = jb / 8;
             // Whole groups first, as many at a time as the packing takes
             // (rows of 64 columns have 8 of them), then the generic loop.
@@ -464,7 +464,7 @@ AVX2 void gnn_bf16_encode(uint16_t* dst, const float* src, int64_t rows, int col
         uint16_t* out = dst + i * cols;
         for (int jb = 0; jb < cols; jb += 128) {
             __m128i d[8];
-            draw8((uint32_t)(jb / 16), (uint32_t)i, &ks, d);
+            draw_blocks((uint32_t)(jb / 16), (uint32_t)i, &ks, d);
             const int g0 = jb / 8;
             for (int gl = 0; gl < 16 && 8 * (g0 + gl) < cols; gl++) {
                 const int g = g0 + gl;
