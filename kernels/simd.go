@@ -24,17 +24,21 @@ var avx2, avx512 = func() (bool, bool) {
 	return l >= 1, l >= 2
 }()
 
-// SIMD names the vector width of the aggregation's C loop, for the run's
-// header.
-func SIMD() string {
+// simdLevel is the aggregation's C loop in use, as gnn_kernels_simd numbers
+// it: 0 baseline, 1 AVX2, 2 AVX-512.
+func simdLevel() int {
 	switch {
 	case avx2 && avx512:
-		return "avx512"
+		return 2
 	case avx2:
-		return "avx2"
+		return 1
 	}
-	return "baseline"
+	return 0
 }
+
+// SIMD names the vector width of the aggregation's C loop, for the run's
+// header.
+func SIMD() string { return [...]string{"baseline", "avx2", "avx512"}[simdLevel()] }
 
 // portable is whether the Go twins run instead of the C loops (tests set it).
 var portable = false
@@ -60,14 +64,7 @@ func spmmC(a *Adj, x, y *Mat, rows []int32, lo, hi int, acc bool) {
 	if rows != nil {
 		rp = (*C.int32_t)(unsafe.Pointer(&rows[0]))
 	}
-	level := 0 // simd.c's gnn_kernels_simd levels
-	switch {
-	case avx2 && avx512:
-		level = 2
-	case avx2:
-		level = 1
-	}
-	C.gnn_spmm(C.int(level), f32p(y.Data), f32p(x.Data), C.int64_t(x.Cols),
+	C.gnn_spmm(C.int(simdLevel()), f32p(y.Data), f32p(x.Data), C.int64_t(x.Cols),
 		(*C.int64_t)(unsafe.Pointer(&a.Ptr[0])), (*C.int32_t)(unsafe.Pointer(unsafe.SliceData(a.Col))), f32p(a.Val),
 		rp, C.int64_t(lo), C.int64_t(hi), cBool(acc))
 }
