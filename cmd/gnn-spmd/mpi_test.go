@@ -21,10 +21,17 @@ import (
 
 // TestMain lets mpirun start this test binary as the CLI: with
 // GNN_SPMD_AS_CLI=1 it runs the command line and exits, so the MPI tests
-// exercise exactly the code (and build tags) under test.
+// exercise exactly the code (and build tags) under test. With
+// GNN_SPMD_PEAK_FILE set, the command writes its peak resident memory in
+// MiB there as it ends: the child's wait4 figure holds this test
+// process's own peak (job.PeakRSSMiB says why).
 func TestMain(m *testing.M) {
 	if os.Getenv("GNN_SPMD_AS_CLI") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+		code := run(os.Args[1:], os.Stdout, os.Stderr)
+		if f := os.Getenv("GNN_SPMD_PEAK_FILE"); f != "" {
+			os.WriteFile(f, []byte(strconv.FormatInt(job.PeakRSSMiB(), 10)), 0o644)
+		}
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -194,8 +193,10 @@ func sweepOnce(dir string, c sweepCase, file []byte) (sweepRun, error) {
 	if err != nil {
 		return sweepRun{}, err
 	}
+	peak := filepath.Join(dir, "peak")
+	os.Remove(peak)
 	cmd := exec.CommandContext(ctx, self, args...)
-	cmd.Env = append(os.Environ(), "GNN_SPMD_AS_CLI=1")
+	cmd.Env = append(os.Environ(), "GNN_SPMD_AS_CLI=1", "GNN_SPMD_PEAK_FILE="+peak)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
@@ -203,8 +204,10 @@ func sweepOnce(dir string, c sweepCase, file []byte) (sweepRun, error) {
 	if ctx.Err() != nil {
 		return r, fmt.Errorf("did not end within %v", sweepTimeout)
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss<<10 > sweepMemory {
-		return r, fmt.Errorf("used %d MiB", ru.Maxrss>>10)
+	if b, err := os.ReadFile(peak); err != nil {
+		return r, fmt.Errorf("exit %d without its peak memory: %.300q", r.code, stderr.String())
+	} else if mib, _ := strconv.ParseInt(string(b), 10, 64); mib<<20 > sweepMemory {
+		return r, fmt.Errorf("used %d MiB", mib)
 	}
 	if now, _ := os.ReadFile(target); !bytes.Equal(now, file) {
 		return r, fmt.Errorf("the input file changed")

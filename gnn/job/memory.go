@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 )
@@ -150,4 +151,25 @@ func binaryBytes(n float64) string {
 		return fmt.Sprintf("%.0f B", n)
 	}
 	return fmt.Sprintf("%.1f %s", n, units[i])
+}
+
+// PeakRSSMiB is this process's peak resident memory since it started its
+// program: VmHWM in /proc/self/status. getrusage's maxrss is the fallback
+// only, because Linux carries the parent's peak into a child started by
+// vfork and exec (as Go's os/exec and many launchers start it).
+func PeakRSSMiB() int64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+				if kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil {
+					return kb >> 10
+				}
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return int64(ru.Maxrss) >> 10 // kilobytes on Linux
 }

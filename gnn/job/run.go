@@ -9,7 +9,6 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
@@ -388,7 +387,7 @@ func (j *job) runLocal() error {
 	if stopped != nil {
 		return j.interrupted(0, stopped)
 	}
-	return rep.done(sum, []int64{maxRSSMiB()}, residual)
+	return rep.done(sum, []int64{PeakRSSMiB()}, residual)
 }
 
 // runMPI runs this process as one rank of an MPI job. Setup errors are
@@ -466,7 +465,7 @@ func (j *job) runMPI() error {
 	// Every rank's peak memory and residual state, for the summary: ranks
 	// share a node's memory. (Both are exact in float64.)
 	mem := make([]float64, 2*q)
-	mem[rank], mem[q+rank] = float64(maxRSSMiB()), float64(rj.residualBytes())
+	mem[rank], mem[q+rank] = float64(PeakRSSMiB()), float64(rj.residualBytes())
 	comm.Label(c, &opMemory)
 	if err := c.AllReduceFloat64(mem); err != nil {
 		return err
@@ -597,15 +596,6 @@ func (j *job) startProfile() (func(), error) {
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); pf.Close() }, nil
-}
-
-// maxRSSMiB is this process's peak resident memory.
-func maxRSSMiB() int64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return int64(ru.Maxrss) / 1024 // kilobytes on Linux
 }
 
 // quiet is the observer of a run nobody watches.
