@@ -231,6 +231,74 @@ static inline float quant_header(const uint8_t* in, float n, float* scale) {
     return (float)(int8_t)in[2] * ((n * s) * (1.0f / 32));
 }
 
+// quant_row is a row's grid as quant_params gives it.
+typedef struct {
+    float origin, scale, inv;
+    int k;
+} quant_row;
+
+// grid8 is quant_try on 8 lanes: the candidate scale t rounded up to a
+// bf16 and capped at smax, into s, its grid's origin and multiple f, and
+// the lanes whose grid fits (or where u is 0, left to the scalar path).
+typedef struct {
+    __m256 s, origin, f, fits, zero_u;
+} grid8;
+
+AVX2 static inline __attribute__((always_inline)) grid8 quant_try8(__m256 lo, __m256 hi, __m256 nv, __m256 t, __m256 smaxv) {
+    grid8 g;
+    const __m256i ti = _mm256_castps_si256(t);
+    const __m256i low = _mm256_and_si256(ti, _mm256_set1_epi32(0xffff));
+    __m256i up = _mm256_add_epi32(_mm256_andnot_si256(_mm256_set1_epi32(0xffff), ti), _mm256_set1_epi32(0x10000));
+    // bf16_up: past the largest finite bf16 (t >= 0 here), that one
+    up = _mm256_blendv_epi8(up, _mm256_set1_epi32(0x7f7f0000), _mm256_cmpgt_epi32(up, _mm256_set1_epi32(0x7f7fffff)));
+    const __m256 tb = _mm256_castsi256_ps(_mm256_blendv_epi8(up, ti, _mm256_cmpeq_epi32(low, _mm256_setzero_si256())));
+    g.s = _mm256_blendv_ps(smaxv, tb, _mm256_cmp_ps(tb, smaxv, _CMP_LT_OQ));
+    // quant_grid
+    const __m256 u = _mm256_mul_ps(_mm256_mul_ps(nv, g.s), _mm256_set1_ps(1.0f / 32));
+    g.zero_u = _mm256_cmp_ps(u, _mm256_setzero_ps(), _CMP_EQ_OQ);
+    __m256 f = _mm256_floor_ps(_mm256_div_ps(lo, u));
+    f = _mm256_sub_ps(f, _mm256_and_ps(_mm256_cmp_ps(_mm256_mul_ps(f, u), lo, _CMP_GT_OQ), _mm256_set1_ps(1)));
+    g.f = _mm256_min_ps(_mm256_max_ps(f, _mm256_set1_ps(-128)), _mm256_set1_ps(127));
+    g.origin = _mm256_mul_ps(g.f, u);
+    g.fits = _mm256_and_ps(_mm256_cmp_ps(g.origin, lo, _CMP_LE_OQ),
+                           _mm256_cmp_ps(_mm256_mul_ps(_mm256_add_ps(g.f, _mm256_set1_ps(32)), u), hi, _CMP_GE_OQ));
+    return g;
+}
+
+// quant_params8 is quant_params for 8 rows (their mins and maxes in lo and
+// hi): the same float32 operations in the same order on 8 lanes, so the
+// same bits, for the rows that the first or second candidate scale fits;
+// the others (empty, tiny, infinite or far from 0) take the scalar path.
+// One row's chain of divisions otherwise bounds narrow rows' coding.
+AVX2 static void quant_params8(const float lo_in[8], const float hi_in[8], float n, float smax, quant_row out[8]) {
+    const __m256 zero = _mm256_setzero_ps(), nv = _mm256_set1_ps(n), fmax = _mm256_set1_ps(FLT_MAX);
+    const __m256 tiny = _mm256_set1_ps(0x1.0p-96f), smaxv = _mm256_set1_ps(smax);
+    const __m256 lo = _mm256_add_ps(_mm256_loadu_ps(lo_in), zero), hi = _mm256_add_ps(_mm256_loadu_ps(hi_in), zero);
+    // quant_params' early exit: lo > hi, or both within tiny of 0.
+    __m256 odd = _mm256_or_ps(_mm256_cmp_ps(lo, hi, _CMP_GT_OQ),
+                              _mm256_and_ps(_mm256_cmp_ps(_mm256_sub_ps(zero, lo), tiny, _CMP_LT_OQ), _mm256_cmp_ps(hi, tiny, _CMP_LT_OQ)));
+    __m256 w = _mm256_sub_ps(hi, lo);
+    w = _mm256_blendv_ps(fmax, w, _mm256_cmp_ps(w, fmax, _CMP_LE_OQ)); // !(w <= FLT_MAX): FLT_MAX
+    const grid8 a = quant_try8(lo, hi, nv, _mm256_div_ps(w, nv), smaxv);
+    const grid8 b = quant_try8(lo, hi, nv, _mm256_div_ps(w, _mm256_set1_ps(n * (31.0f / 32))), smaxv);
+    const __m256 s = _mm256_blendv_ps(b.s, a.s, a.fits), f = _mm256_blendv_ps(b.f, a.f, a.fits);
+    const __m256 origin = _mm256_blendv_ps(b.origin, a.origin, a.fits);
+    odd = _mm256_or_ps(odd, _mm256_or_ps(a.zero_u, b.zero_u));
+    odd = _mm256_or_ps(odd, _mm256_cmp_ps(_mm256_or_ps(a.fits, b.fits), zero, _CMP_EQ_OQ)); // neither fits
+    const __m256 iv = _mm256_div_ps(_mm256_set1_ps(1.0f), s);
+    odd = _mm256_or_ps(odd, _mm256_cmp_ps(iv, _mm256_set1_ps(FLT_MAX / 256), _CMP_GT_OQ));
+    const int scalar = _mm256_movemask_ps(odd);
+    float ov[8], sv[8], iw[8], fv[8];
+    _mm256_storeu_ps(ov, origin), _mm256_storeu_ps(sv, s), _mm256_storeu_ps(iw, iv), _mm256_storeu_ps(fv, f);
+    for (int l = 0; l < 8; l++) {
+        if (scalar >> l & 1) {
+            out[l].origin = quant_params(lo_in[l], hi_in[l], n, smax, &out[l].scale, &out[l].inv, &out[l].k);
+        } else {
+            out[l] = (quant_row){ov[l], sv[l], iw[l], (int)fv[l]};
+        }
+    }
+}
+
 // draws8 is the 8 draws of half h (0: columns 0-7, 1: 8-15) of a block.
 AVX2 static inline __m256i draws8(__m128i block, int h) {
     return _mm256_cvtepu8_epi32(h ? _mm_srli_si128(block, 8) : block);
@@ -315,10 +383,10 @@ AVX2 static void quant_enc_init(quant_enc* q, int cols, int b, uint32_t k0, uint
     draw_keys_init(&q->ks, k0, k1, narrow_blocks(cols));
 }
 
-// quant_encode_row writes row i (x, q->cols values, whose min and max are
-// mn and mx as row_minmax finds them) of the payload at out.
-AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const quant_enc* q, uint8_t* out, const float* x, uint32_t i, float mn, float mx,
-                                                                        const __m128i* pre) {
+// quant_encode_body writes row i (x, q->cols values, on grid g) of the
+// payload at out.
+AVX2 static inline __attribute__((always_inline)) void quant_encode_body(const quant_enc* q, uint8_t* out, const float* x, uint32_t i, quant_row g,
+                                                                         const __m128i* pre) {
     const int cols = q->cols, b = q->b, full = q->full;
     const int64_t cb = q->cb;
     const float n = q->n;
@@ -326,9 +394,8 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const qu
     const __m256 n256 = q->n256;
     const draw_keys* ks = &q->ks;
     {
-        float scale, inv;
-        int k;
-        const float lo = quant_params(mn, mx, n, q->smax, &scale, &inv, &k);
+        const float lo = g.origin, scale = g.scale, inv = g.inv;
+        const int k = g.k;
         const uint16_t s16 = (uint16_t)(f2u(scale) >> 16);
         memcpy(out, &s16, 2);
         out[2] = (uint8_t)(int8_t)k;
@@ -409,17 +476,38 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const qu
     }
 }
 
+// quant_encode_row is quant_encode_body on the grid of the row's min and
+// max (mn, mx as row_minmax finds them), for rows coded one at a time.
+AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const quant_enc* q, uint8_t* out, const float* x, uint32_t i, float mn, float mx,
+                                                                        const __m128i* pre) {
+    quant_row g;
+    g.origin = quant_params(mn, mx, q->n, q->smax, &g.scale, &g.inv, &g.k);
+    quant_encode_body(q, out, x, i, g, pre);
+}
+
+// gnn_quant_encode codes the rows 8 at a time: their mins and maxes, their
+// grids at once (quant_params8), then their codes.
 AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int cols, int b, uint32_t k0, uint32_t k1) {
     quant_enc q;
     quant_enc_init(&q, cols, b, k0, k1);
     const int bpr = narrow_blocks(cols);
+    const int per = bpr ? 8 / bpr : 1; // the rows one draw_rows serves, a power of 2
     __m128i d[8];
-    for (int64_t i = 0; i < rows; i++) {
-        float mn, mx;
-        if (bpr && i % (8 / bpr) == 0) draw_rows((uint32_t)i, &q.ks, d);
-        if (i + 1 < rows) prefetch_row(src + (i + 1) * cols, cols);
-        row_minmax(src + i * cols, cols, &mn, &mx);
-        quant_encode_row(&q, dst + i * q.stride, src + i * cols, (uint32_t)i, mn, mx, bpr ? d + i % (8 / bpr) * bpr : NULL);
+    for (int64_t i0 = 0; i0 < rows; i0 += 8) {
+        const int m = rows - i0 < 8 ? (int)(rows - i0) : 8;
+        float mn[8], mx[8];
+        for (int r = 0; r < m; r++) {
+            if (i0 + r + 1 < rows) prefetch_row(src + (i0 + r + 1) * cols, cols);
+            row_minmax(src + (i0 + r) * cols, cols, &mn[r], &mx[r]);
+        }
+        for (int r = m; r < 8; r++) mn[r] = mx[r] = 0;
+        quant_row g[8];
+        quant_params8(mn, mx, q.n, q.smax, g);
+        for (int r = 0; r < m; r++) {
+            const int64_t i = i0 + r;
+            if (bpr && (i & (per - 1)) == 0) draw_rows((uint32_t)i, &q.ks, d);
+            quant_encode_body(&q, dst + i * q.stride, src + i * cols, (uint32_t)i, g[r], bpr ? d + (i & (per - 1)) * bpr : NULL);
+        }
     }
 }
 

@@ -97,10 +97,11 @@ func TestFastPath(t *testing.T) {
 }
 
 // Rows of up to 64 values share their vector passes of draws with the rows
-// after them (draw_rows: 8, 4 or 2 rows a pass), which TestFastPath's 3
-// rows do not fill: here 7 to 27 rows, each of its own kind, so that every
-// row of a pass must give the reference's bytes whatever its neighbours
-// hold.
+// after them (draw_rows: 8, 4 or 2 rows a pass), and every row its grid's
+// computation with 7 others (quant_params8, whose odd lanes take the
+// scalar path), which TestFastPath's 3 rows do not fill: here 7 to 27
+// rows, each of its own kind, so that every row of a pass must give the
+// reference's bytes whatever its neighbours hold.
 func TestFastPathRowBatches(t *testing.T) {
 	if !fast {
 		t.Skip("no AVX2 path on this machine or build")
