@@ -120,3 +120,36 @@ func BenchmarkCodecDelta(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCodecDeltaWidth is DeltaEncode at quant(2), every row sent, on
+// the same bytes cut into the narrower rows halo exchanges have, as
+// EncodeWidth is Encode.
+func BenchmarkCodecDeltaWidth(b *testing.B) {
+	x, _ := benchData()
+	c := Quant(2)
+	if !c.DeltaFused() {
+		b.Skip("no fused delta kernel on this machine or build")
+	}
+	for _, cols := range []int{8, 32, 64, 128} {
+		rows := len(x) / cols
+		b.Run("cols="+strconv.Itoa(cols), func(b *testing.B) {
+			idx := make([]int32, rows)
+			for i := range idx {
+				idx[i] = int32(i)
+			}
+			p := make([]byte, c.WireSize(rows, cols))
+			ref, buf := make([]float32, len(x)), make([]float32, cols)
+			b.SetBytes(4 * int64(len(x)))
+			seed := uint64(0)
+			for b.Loop() {
+				b.StopTimer()
+				for i, v := range x { // a reference 1% off the rows
+					ref[i] = v * 0.99
+				}
+				b.StartTimer()
+				seed++
+				c.DeltaEncode(p, x, idx, cols, ref, 0, nil, seed, buf)
+			}
+		})
+	}
+}
