@@ -302,7 +302,8 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   echo "quant-16 is bf16) or keep columns (trunc); decode = unpack + dequantize or zero-pad. Delta is residual coding's"
   echo "sender in one pass (difference from a reference 1% off the rows, skip test, code, the reference's update and"
   echo "comp_error): every row sent (skip=0) or, at skip=0.02, all of them left out. It reads the rows and the reference and"
-  echo "writes the reference back, three times the copy's traffic."
+  echo "writes the reference back, three times the copy's traffic. EncodeWidth and DeltaWidth cut the same bytes into the"
+  echo "narrower rows halo exchanges mostly have (hidden widths, a few classes), where the per-row work weighs more."
   echo "\`go test -tags cpu -cpu 1 -run '^\$' -bench Codec -benchtime 5x ./comm/codec\`, five passes; the median of each"
   echo "benchmark's five, and its share of the copy's median (Delta moves three times the copy's bytes):"
   echo
