@@ -89,33 +89,10 @@ func BenchmarkCodecDecode(b *testing.B) {
 // 0) or most left out (skip 0.02). Bytes as above: the rows' float32s.
 func BenchmarkCodecDelta(b *testing.B) {
 	x, _ := benchData()
-	idx := make([]int32, benchRows)
-	for i := range idx {
-		idx[i] = int32(i)
-	}
 	for _, c := range []Spec{Quant(1), Quant(2), Quant(4), Quant(8)} {
-		if !c.DeltaFused() {
-			b.Skip("no fused delta kernel on this machine or build")
-		}
 		for _, skip := range []float32{0, 0.02} {
 			b.Run(c.Name()+"/skip="+map[bool]string{false: "0", true: "0.02"}[skip > 0], func(b *testing.B) {
-				p := make([]byte, c.WireSize(benchRows, benchCols))
-				ref, buf := make([]float32, len(x)), make([]float32, benchCols)
-				var bitmap []byte
-				if skip > 0 {
-					bitmap = make([]byte, (benchRows+7)/8)
-				}
-				b.SetBytes(4 * int64(len(x)))
-				seed := uint64(0)
-				for b.Loop() {
-					b.StopTimer()
-					for i, v := range x { // a reference 1% off the rows
-						ref[i] = v * 0.99
-					}
-					b.StartTimer()
-					seed++
-					c.DeltaEncode(p, x, idx, benchCols, ref, skip, bitmap, seed, buf)
-				}
+				benchDelta(b, c, x, benchCols, skip)
 			})
 		}
 	}
@@ -126,30 +103,37 @@ func BenchmarkCodecDelta(b *testing.B) {
 // EncodeWidth is Encode.
 func BenchmarkCodecDeltaWidth(b *testing.B) {
 	x, _ := benchData()
-	c := Quant(2)
+	for _, cols := range []int{8, 32, 64, 128} {
+		b.Run("cols="+strconv.Itoa(cols), func(b *testing.B) { benchDelta(b, Quant(2), x, cols, 0) })
+	}
+}
+
+// benchDelta times DeltaEncode of every row of x (cols values each), in
+// order, against a reference 1% off the rows, reset before each call.
+func benchDelta(b *testing.B, c Spec, x []float32, cols int, skip float32) {
 	if !c.DeltaFused() {
 		b.Skip("no fused delta kernel on this machine or build")
 	}
-	for _, cols := range []int{8, 32, 64, 128} {
-		rows := len(x) / cols
-		b.Run("cols="+strconv.Itoa(cols), func(b *testing.B) {
-			idx := make([]int32, rows)
-			for i := range idx {
-				idx[i] = int32(i)
-			}
-			p := make([]byte, c.WireSize(rows, cols))
-			ref, buf := make([]float32, len(x)), make([]float32, cols)
-			b.SetBytes(4 * int64(len(x)))
-			seed := uint64(0)
-			for b.Loop() {
-				b.StopTimer()
-				for i, v := range x { // a reference 1% off the rows
-					ref[i] = v * 0.99
-				}
-				b.StartTimer()
-				seed++
-				c.DeltaEncode(p, x, idx, cols, ref, 0, nil, seed, buf)
-			}
-		})
+	rows := len(x) / cols
+	idx := make([]int32, rows)
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	p := make([]byte, c.WireSize(rows, cols))
+	ref, buf := make([]float32, len(x)), make([]float32, cols)
+	var bitmap []byte
+	if skip > 0 {
+		bitmap = make([]byte, (rows+7)/8)
+	}
+	b.SetBytes(4 * int64(len(x)))
+	seed := uint64(0)
+	for b.Loop() {
+		b.StopTimer()
+		for i, v := range x {
+			ref[i] = v * 0.99
+		}
+		b.StartTimer()
+		seed++
+		c.DeltaEncode(p, x, idx, cols, ref, skip, bitmap, seed, buf)
 	}
 }
