@@ -102,6 +102,9 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 # scancel: SIGTERM to the tasks, SIGKILL KillWait seconds later.
 KillWait=30
+# A client's round trip to the daemons: on a loaded 2-core machine a
+# scancel took longer than the default 10 s and failed.
+MessageTimeout=60
 MinJobAge=600
 # FIFO, scheduling at every submission and job end: a test's next job
 # starts as soon as the last one's CPUs are free.
