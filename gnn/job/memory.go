@@ -114,6 +114,13 @@ func availableMemory(meminfo, selfCgroup, cgroupRoot string) (float64, string) {
 }
 
 func meminfoAvailable(path string) (float64, bool) {
+	kb, ok := procKB(path, "MemAvailable")
+	return float64(kb) * 1024, ok
+}
+
+// procKB reads the line "key: N kB" of a /proc file such as meminfo or
+// status.
+func procKB(path, key string) (int64, bool) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, false
@@ -121,9 +128,9 @@ func meminfoAvailable(path string) (float64, bool) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			return kb * 1024, err == nil
+		if v, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb, err == nil
 		}
 	}
 	return 0, false
@@ -158,14 +165,8 @@ func binaryBytes(n float64) string {
 // only, because Linux carries the parent's peak into a child started by
 // vfork and exec (as Go's os/exec and many launchers start it).
 func PeakRSSMiB() int64 {
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-				if kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil {
-					return kb >> 10
-				}
-			}
-		}
+	if kb, ok := procKB("/proc/self/status", "VmHWM"); ok {
+		return kb >> 10
 	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {

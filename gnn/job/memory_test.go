@@ -71,3 +71,19 @@ func TestMemoryRefused(t *testing.T) {
 		}
 	}
 }
+
+// PeakRSSMiB counts in MiB what this process has resident: at least the
+// 128 MiB touched here, at most the machine's memory. (The peak before
+// may be higher already: other tests ran in this process.)
+func TestPeakRSSMiB(t *testing.T) {
+	b := make([]byte, 128<<20)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	peak := PeakRSSMiB()
+	totalKB, _ := procKB("/proc/meminfo", "MemTotal")
+	if peak < 128 || (totalKB > 0 && peak > totalKB>>10) {
+		t.Errorf("PeakRSSMiB() = %d with 128 MiB touched, on a machine of %d MiB", peak, totalKB>>10)
+	}
+	t.Logf("%d MiB (%d touched)", peak, b[len(b)-1])
+}
