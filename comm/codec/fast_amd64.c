@@ -101,6 +101,17 @@ AVX2 static inline __attribute__((always_inline)) void draw_rows(uint32_t i, con
 // rows of cols values (a power of 2 >= ceil(cols/16)), 0 above 64 columns.
 static inline int narrow_blocks(int cols) { return cols <= 16 ? 1 : cols <= 32 ? 2 : cols <= 64 ? 4 : 0; }
 
+// row_draws is row i's draw blocks, rows being visited in order, when they
+// are narrow (bpr = narrow_blocks(cols) > 0): a draw_rows pass into d at
+// every (8/bpr)-th row, and row i's part of it. NULL for wider rows, whose
+// blocks draw_blocks makes as the row is coded.
+AVX2 static inline __attribute__((always_inline)) const __m128i* row_draws(int64_t i, int bpr, const draw_keys* ks, __m128i d[8]) {
+    if (!bpr) return NULL;
+    const int64_t at = i & (8 / bpr - 1); // 8/bpr is a power of 2
+    if (at == 0) draw_rows((uint32_t)i, ks, d);
+    return d + at * bpr;
+}
+
 static inline uint32_t f2u(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -491,7 +502,6 @@ AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int col
     quant_enc q;
     quant_enc_init(&q, cols, b, k0, k1);
     const int bpr = narrow_blocks(cols);
-    const int per = bpr ? 8 / bpr : 1; // the rows one draw_rows serves, a power of 2
     __m128i d[8];
     for (int64_t i0 = 0; i0 < rows; i0 += 8) {
         const int m = rows - i0 < 8 ? (int)(rows - i0) : 8;
@@ -505,8 +515,7 @@ AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int col
         quant_params8(mn, mx, q.n, q.smax, g);
         for (int r = 0; r < m; r++) {
             const int64_t i = i0 + r;
-            if (bpr && (i & (per - 1)) == 0) draw_rows((uint32_t)i, &q.ks, d);
-            quant_encode_body(&q, dst + i * q.stride, src + i * cols, (uint32_t)i, g[r], bpr ? d + (i & (per - 1)) * bpr : NULL);
+            quant_encode_body(&q, dst + i * q.stride, src + i * cols, (uint32_t)i, g[r], row_draws(i, bpr, &q.ks, d));
         }
     }
 }
@@ -810,8 +819,7 @@ AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* id
         }
         if (bitmap) bitmap[k >> 3] |= (uint8_t)(1u << (k & 7));
         uint8_t* o = dst + n * q.stride;
-        if (bpr && n % (8 / bpr) == 0) draw_rows((uint32_t)n, &q.ks, d);
-        quant_encode_row(&q, o, buf, (uint32_t)n, lo, hi, bpr ? d + n % (8 / bpr) * bpr : NULL);
+        quant_encode_row(&q, o, buf, (uint32_t)n, lo, hi, row_draws(n, bpr, &q.ks, d));
         delta_update(s, x, o, q.stride, cols, b, &a);
         n++;
     }
