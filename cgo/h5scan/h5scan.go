@@ -6,6 +6,16 @@
 // forever or allocate without bound), so data/h5 runs Scan in a child
 // process under limits before the reading process opens a file: what the
 // scan survives, the readers survive.
+//
+// Surviving is not enough where libhdf5 reads out of bounds without
+// crashing: a variable-length value (a string attribute, as h5py and our
+// writer store them) names an object in a global heap collection, and
+// libhdf5 1.10 trusts that name. An index the collection lacks reads past
+// its object table, and an object longer than the value's stated length
+// overflows the buffer it is copied into; the child may pass where the
+// reader, with another heap layout, crashes. So before reading any
+// variable-length value, the scan checks every such reference against the
+// collection's bytes, decoded as libhdf5 decodes them (check_heap_refs).
 package h5scan
 
 /*
@@ -14,6 +24,8 @@ package h5scan
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 typedef struct {
 	long long file_size;
@@ -24,6 +36,112 @@ typedef struct {
 static int failf(scan_state *s, const char *obj, const char *what) {
 	snprintf(s->msg, sizeof s->msg, "%s: %s", obj, what);
 	return -1;
+}
+
+// The file's global heap collections, as check_heap_ref needs them.
+static struct {
+	int fd;
+	long long file_size;
+	size_t sizeof_addr, sizeof_len; // from the superblock
+	unsigned char *coll;            // the last collection read, whole
+	unsigned long long coll_addr, coll_size;
+	const char *bad; // why the last check failed
+} heaps = {-1};
+
+static unsigned long long le(const unsigned char *p, size_t n) {
+	unsigned long long v = 0;
+	while (n-- > 0) v = v << 8 | p[n];
+	return v;
+}
+
+// check_heap_ref returns whether the heap object (addr, idx) exists and
+// holds exactly want bytes, decoding its collection as libhdf5 1.10's
+// H5HG__cache_heap_deserialize does (H5HG_read then copies the object
+// unchecked).
+static int check_heap_ref(unsigned long long addr, unsigned long long idx, unsigned long long want) {
+	size_t L = heaps.sizeof_len, hdr = 8 + L, objhdr = 8 + L;
+	if (idx == 0 || idx > 0xffff) return heaps.bad = "names no object of its global heap", 0;
+	if (addr != heaps.coll_addr || !heaps.coll) {
+		unsigned char h[16];
+		if (addr >= (unsigned long long)heaps.file_size || heaps.file_size - addr < hdr || pread(heaps.fd, h, hdr, addr) != (ssize_t)hdr)
+			return heaps.bad = "names a global heap outside the file", 0;
+		unsigned long long size = le(h + 8, L);
+		if (memcmp(h, "GCOL", 4) != 0 || h[4] != 1)
+			return heaps.bad = "names a global heap that is not there", 0;
+		// libhdf5 makes collections of at least 4096 bytes.
+		if (size < 4096 || size > (unsigned long long)heaps.file_size - addr)
+			return heaps.bad = "names a global heap of a size no collection has", 0;
+		free(heaps.coll);
+		heaps.coll = malloc(size);
+		if (!heaps.coll || pread(heaps.fd, heaps.coll, size, addr) != (ssize_t)size)
+			return heaps.bad = "names a global heap that cannot be read", 0;
+		heaps.coll_addr = addr, heaps.coll_size = size;
+	}
+	unsigned long long size = heaps.coll_size, begin = 0, obj_size = 0;
+	int found = 0;
+	for (unsigned long long p = hdr; p < size;) {
+		if (p + objhdr > size) break; // a tail too short for a header is free space
+		const unsigned char *o = heaps.coll + p;
+		unsigned long long i = le(o, 2), n = le(o + 8, L);
+		unsigned long long need = i > 0 ? objhdr + ((n + 7) & ~7ULL) : n;
+		if (need == 0 || (i > 0 && n > size)) // libhdf5 would loop forever, or wrap
+			return heaps.bad = "has a global heap with an object of no or impossible size", 0;
+		if (i == idx) found = 1, begin = p, obj_size = n; // the last one wins, as in libhdf5
+		if (need > size - p) break;
+		p += need;
+	}
+	if (!found) return heaps.bad = "names no object of its global heap", 0;
+	if (obj_size > size - begin - objhdr) return heaps.bad = "names a global heap object that runs past its collection", 0;
+	if (obj_size != want) return heaps.bad = "names a global heap object of another length than the value's", 0;
+	return 1;
+}
+
+// check_heap_ids is a conversion function for variable-length types,
+// registered only while the scan checks a value's heap references: it
+// reads each element in its file form (length, heap address, object
+// index), checks it, and converts it to an empty value, so libhdf5 never
+// follows a reference unchecked.
+static herr_t check_heap_ids(hid_t src, hid_t dst, H5T_cdata_t *cdata, size_t n, size_t stride, size_t bkg_stride, void *buf, void *bkg, hid_t dxpl) {
+	if (cdata->command == H5T_CONV_INIT) {
+		cdata->need_bkg = H5T_BKG_NO;
+		return 0;
+	}
+	if (cdata->command != H5T_CONV_CONV) return 0;
+	size_t ss = H5Tget_size(src), ds = H5Tget_size(dst), A = heaps.sizeof_addr;
+	if (ss != 8 + A) return heaps.bad = "has a variable-length type of an unknown file form", -1;
+	size_t base = 1;
+	if (H5Tget_class(src) == H5T_VLEN) {
+		hid_t super = H5Tget_super(src);
+		if (super < 0) return heaps.bad = "has a variable-length type with no element type", -1;
+		base = H5Tget_size(super);
+		H5Tclose(super);
+	}
+	size_t sstep = stride ? stride : ss, dstep = stride ? stride : ds;
+	// In place: walk backwards where the memory form is the larger.
+	for (size_t k = 0; k < n; k++) {
+		size_t i = ds > ss ? n - 1 - k : k;
+		unsigned char e[24];
+		memcpy(e, (unsigned char *)buf + i * sstep, ss);
+		unsigned long long len = le(e, 4), addr = le(e + 4, A), idx = le(e + 4 + A, 4);
+		if (addr != 0 && !check_heap_ref(addr, idx, len * base)) return -1;
+		memset((unsigned char *)buf + i * dstep, 0, ds);
+	}
+	return 0;
+}
+
+// check_heap_refs reads the n variable-length values of attribute a or
+// dataset d (of type t, read as mt) through check_heap_ids.
+static int check_heap_refs(scan_state *s, const char *obj, hid_t a, hid_t d, hid_t t, hid_t mt, hssize_t n) {
+	heaps.bad = NULL;
+	if (H5Tregister(H5T_PERS_SOFT, "gnn-spmd heap check", t, mt, check_heap_ids) < 0)
+		return failf(s, obj, "cannot check its variable-length values");
+	void *vals = calloc(n > 0 ? n : 1, H5Tget_size(mt));
+	herr_t rc = -1;
+	if (vals) rc = a >= 0 ? H5Aread(a, mt, vals) : H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, vals);
+	free(vals); // every value read is empty
+	H5Tunregister(H5T_PERS_SOFT, "gnn-spmd heap check", t, mt, check_heap_ids);
+	if (rc < 0) return failf(s, obj, heaps.bad ? heaps.bad : "cannot read its variable-length values");
+	return 0;
 }
 
 // read_value reads n values of type t from an attribute (a >= 0) or a
@@ -37,12 +155,23 @@ static int read_value(scan_state *s, const char *obj, hid_t a, hid_t d, hid_t t,
 		if ((cs != H5T_CSET_ASCII && cs != H5T_CSET_UTF8) || (pad != H5T_STR_NULLTERM && pad != H5T_STR_NULLPAD && pad != H5T_STR_SPACEPAD))
 			return failf(s, obj, "has a string type of no known character set or padding");
 	}
+	if (H5Tget_class(t) == H5T_VLEN) {
+		// A copy of the attribute's or dataset's type is a memory type.
+		hid_t mt = H5Tcopy(t);
+		int rc = check_heap_refs(s, obj, a, d, t, mt, n);
+		H5Tclose(mt);
+		if (rc < 0) return -1;
+	}
 	if (H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) > 0) {
-		char **strs = calloc(n > 0 ? n : 1, sizeof(char *));
-		if (!strs) return failf(s, obj, "out of memory");
 		hid_t mt = H5Tcopy(H5T_C_S1);
 		H5Tset_size(mt, H5T_VARIABLE);
 		H5Tset_cset(mt, H5Tget_cset(t)); // h5py writes UTF-8
+		if (check_heap_refs(s, obj, a, d, t, mt, n) < 0) {
+			H5Tclose(mt);
+			return -1;
+		}
+		char **strs = calloc(n > 0 ? n : 1, sizeof(char *));
+		if (!strs) return failf(s, obj, "out of memory");
 		herr_t rc = a >= 0 ? H5Aread(a, mt, strs) : H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, strs);
 		for (hssize_t i = 0; i < n; i++) free(strs[i]);
 		free(strs);
@@ -138,6 +267,17 @@ static int scan(const char *path, long long file_size, char *msg) {
 		strcpy(msg, "has an HDF5 signature but cannot be opened");
 		return -1;
 	}
+	hid_t fcpl = H5Fget_create_plist(f);
+	heaps.fd = open(path, O_RDONLY);
+	heaps.file_size = file_size;
+	if (fcpl < 0 || H5Pget_sizes(fcpl, &heaps.sizeof_addr, &heaps.sizeof_len) < 0 || heaps.fd < 0 ||
+		heaps.sizeof_addr < 2 || heaps.sizeof_addr > 8 || heaps.sizeof_len < 2 || heaps.sizeof_len > 8) {
+		if (fcpl >= 0) H5Pclose(fcpl);
+		H5Fclose(f);
+		strcpy(msg, "has a superblock of unreadable or unknown address and length sizes");
+		return -1;
+	}
+	H5Pclose(fcpl);
 #if H5_VERSION_GE(1, 12, 0)
 	herr_t rc = H5Ovisit3(f, H5_INDEX_NAME, H5_ITER_NATIVE, scan_object, &s, H5O_INFO_BASIC);
 #else
@@ -148,6 +288,9 @@ static int scan(const char *path, long long file_size, char *msg) {
 		strcpy(s.msg, "cannot be closed");
 		rc = -1;
 	}
+	close(heaps.fd);
+	free(heaps.coll);
+	heaps.fd = -1, heaps.coll = NULL;
 	strcpy(msg, s.msg);
 	return rc < 0 ? -1 : 0;
 }

@@ -534,6 +534,69 @@ func TestH5MalformedFiles(t *testing.T) {
 	}
 }
 
+// TestH5HeapReferences edits the global heap references of a valid file's
+// string attributes (length, collection address, object index: 16 bytes
+// per value) and its heap collection. libhdf5 1.10 follows such a reference
+// unchecked and reads out of bounds, crashing or not depending on its heap
+// layout; Read must refuse each edit with one line, the same every time.
+func TestH5HeapReferences(t *testing.T) {
+	path, _ := h5Fixture(t)
+	valid, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcol := bytes.Index(valid, []byte("GCOL\x01"))
+	if gcol < 0 {
+		t.Fatal("the fixture has no global heap collection")
+	}
+	// The references: a length, then the collection's address, then an index.
+	var refs []int
+	addr := binary.LittleEndian.AppendUint64(nil, uint64(gcol))
+	for i := 4; i+12 <= len(valid); i++ {
+		if bytes.Equal(valid[i:i+8], addr) && binary.LittleEndian.Uint32(valid[i+8:]) > 0 && binary.LittleEndian.Uint32(valid[i+8:]) < 16 {
+			refs = append(refs, i-4)
+		}
+	}
+	if len(refs) < 2 { // format and name at least
+		t.Fatalf("found %d heap references, expected one per string attribute", len(refs))
+	}
+	ref := refs[len(refs)-1]
+	u32 := func(off int, v uint32) func([]byte) { return func(b []byte) { binary.LittleEndian.PutUint32(b[off:], v) } }
+	u64 := func(off int, v uint64) func([]byte) { return func(b []byte) { binary.LittleEndian.PutUint64(b[off:], v) } }
+	length := binary.LittleEndian.Uint32(valid[ref:])
+	first := gcol + 16 // the collection's first object: index, references, reserved, size
+	cases := []struct {
+		name, phrase string
+		edit         func([]byte)
+	}{
+		{"index past the collection's table", "names no object of its global heap", u32(ref+12, 0x1202)},
+		{"index of no object", "names no object of its global heap", u32(ref+12, 200)},
+		{"index of the free space", "names no object of its global heap", u32(ref+12, 0)},
+		{"length longer than the object", "of another length", u32(ref, length+1)},
+		{"length shorter than the object", "of another length", u32(ref, length-1)},
+		{"address outside the file", "outside the file", u64(ref+4, uint64(len(valid))+4096)},
+		{"address of no collection", "not there", u64(ref+4, uint64(gcol+8))},
+		{"collection larger than the file", "of a size no collection has", u64(gcol+8, uint64(len(valid)))},
+		{"object larger than its collection", "impossible size", u64(first+8, 1<<40)},
+	}
+	dir := t.TempDir()
+	for k, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := slices.Clone(valid)
+			tc.edit(b)
+			p := filepath.Join(dir, fmt.Sprintf("heap%02d.h5", k))
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Read(p)
+			var ie *data.InputError
+			if !errors.As(err, &ie) || !strings.HasPrefix(err.Error(), p+": attribute ") || !strings.Contains(err.Error(), tc.phrase) {
+				t.Fatalf("got %v, expected an *data.InputError naming %s, an attribute and %q", err, p, tc.phrase)
+			}
+		})
+	}
+}
+
 func TestH5MissingPath(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "nope.h5")
 	_, err := Read(path)
