@@ -120,7 +120,7 @@ func benchDelta(b *testing.B, c Spec, x []float32, cols int, skip float32) {
 		idx[i] = int32(i)
 	}
 	p := make([]byte, c.WireSize(rows, cols))
-	ref, buf := make([]float32, len(x)), make([]float32, cols)
+	ref, buf := make([]float32, len(x)), make([]float32, DeltaScratch(cols))
 	var bitmap []byte
 	if skip > 0 {
 		bitmap = make([]byte, (rows+7)/8)

@@ -11,7 +11,8 @@ import "fmt"
 // it adds their decoded values into ref; and it returns the kept rows and
 // SqDiff of m's rows against the new ref (what the receiver misses).
 // Those are the bytes and values of Encode, Decode and SqDiff run on the
-// gathered differences. buf is scratch of at least cols values. ok is
+// gathered differences. buf is scratch of at least DeltaScratch(cols)
+// values. ok is
 // false, and nothing is written, where no fused kernel runs (another codec,
 // no AVX2, or cols = 0): the caller composes those steps itself.
 func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []float32, tau float32, bitmap []byte, seed uint64, buf []float32) (kept int, errSq, normSq float64, ok bool) {
@@ -23,7 +24,7 @@ func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []
 		return 0, 0, 0, true
 	}
 	switch {
-	case len(ref) != n*cols || len(dst) < s.WireSize(n, cols) || len(buf) < cols:
+	case len(ref) != n*cols || len(dst) < s.WireSize(n, cols) || len(buf) < DeltaScratch(cols):
 		panic(fmt.Sprintf("codec: DeltaEncode: %d reference values, %d payload bytes, %d scratch for %d rows of %d", len(ref), len(dst), len(buf), n, cols))
 	case bitmap != nil && len(bitmap) < (n+7)/8:
 		panic(fmt.Sprintf("codec: DeltaEncode: a bitmap of %d bytes for %d rows", len(bitmap), n))
@@ -37,6 +38,10 @@ func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []
 	kept, errSq, normSq = deltaEncodeFast(dst, m, idx, cols, int(s.bits), ref, tau, bitmap, seed, buf)
 	return kept, errSq, normSq, true
 }
+
+// DeltaScratch is the scratch values DeltaEncode needs for rows of cols:
+// the difference row, then its codes, a byte each.
+func DeltaScratch(cols int) int { return cols + (cols+3)/4 }
 
 // DeltaAdd is residual coding's receiver for the codecs DeltaEncode
 // fuses: ref row rows[k] += the decoded row k of payload src (buf as

@@ -102,7 +102,7 @@ func TestDeltaFused(t *testing.T) {
 				refWant, refGot := append([]float32(nil), ref...), append([]float32(nil), ref...)
 				want, wantK, wantE, wantN := deltaReference(s, m, idx, cols, refWant, tau, bmWant, seed)
 				dst := make([]byte, s.WireSize(n, cols))
-				kept, e, nn, ok := s.DeltaEncode(dst, m, idx, cols, refGot, tau, bmGot, seed, make([]float32, cols))
+				kept, e, nn, ok := s.DeltaEncode(dst, m, idx, cols, refGot, tau, bmGot, seed, make([]float32, DeltaScratch(cols)))
 				if cols == 0 {
 					if ok {
 						t.Fatalf("b=%d cols=0: DeltaEncode ran", b)

@@ -337,17 +337,6 @@ AVX2 static inline uint8_t bits1(__m256i g, __m256i r) {
     return (uint8_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(g, r), 23)));
 }
 
-// or8 ORs the elements of each of s[0..7] into lane l of the result.
-AVX2 static inline __m256i or8(const __m256i s[8]) {
-    const __m256i t0 = _mm256_or_si256(_mm256_unpacklo_epi32(s[0], s[1]), _mm256_unpackhi_epi32(s[0], s[1]));
-    const __m256i t1 = _mm256_or_si256(_mm256_unpacklo_epi32(s[2], s[3]), _mm256_unpackhi_epi32(s[2], s[3]));
-    const __m256i t2 = _mm256_or_si256(_mm256_unpacklo_epi32(s[4], s[5]), _mm256_unpackhi_epi32(s[4], s[5]));
-    const __m256i t3 = _mm256_or_si256(_mm256_unpacklo_epi32(s[6], s[7]), _mm256_unpackhi_epi32(s[6], s[7]));
-    const __m256i u0 = _mm256_or_si256(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
-    const __m256i u1 = _mm256_or_si256(_mm256_unpacklo_epi64(t2, t3), _mm256_unpackhi_epi64(t2, t3));
-    return _mm256_or_si256(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
-}
-
 // pack8 joins 8 codes of b bits into one word, code t at bits t*b.
 AVX2 static inline uint64_t pack8(__m256i c, __m256i shlo, __m256i shhi) {
     const __m256i a = _mm256_sllv_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(c)), shlo);
@@ -355,6 +344,34 @@ AVX2 static inline uint64_t pack8(__m256i c, __m256i shlo, __m256i shhi) {
     const __m256i o = _mm256_or_si256(a, h);
     const __m128i p = _mm_or_si128(_mm256_castsi256_si128(o), _mm256_extracti128_si256(o, 1));
     return (uint64_t)_mm_cvtsi128_si64(_mm_or_si128(p, _mm_unpackhi_epi64(p, p)));
+}
+
+// code_bytes32 is the codes of 4 whole groups (32 values from x, their
+// draws in blocks d0 and d1), one byte each, b <= 8, in the packs' order:
+// lane 0 holds values 0-3 of groups 0, 1, 2, 3, lane 1 values 4-7. The
+// fractions g are packed to words first and the draws spread to match, so
+// that the sum and its shift work on 16 values at once; g + r < 2^16, so
+// the code is the sum's high byte.
+AVX2 static inline __attribute__((always_inline)) __m256i code_bytes32(const float* x, __m128i d0, __m128i d1, __m256 lo, __m256 inv256, __m256 n256) {
+    const __m128i split = _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+    const __m256i g01 = _mm256_packus_epi32(g8(_mm256_loadu_ps(x), lo, inv256, n256), g8(_mm256_loadu_ps(x + 8), lo, inv256, n256));
+    const __m256i g23 = _mm256_packus_epi32(g8(_mm256_loadu_ps(x + 16), lo, inv256, n256), g8(_mm256_loadu_ps(x + 24), lo, inv256, n256));
+    const __m256i w01 = _mm256_srli_epi16(_mm256_add_epi16(g01, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(d0, split))), 8);
+    const __m256i w23 = _mm256_srli_epi16(_mm256_add_epi16(g23, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(d1, split))), 8);
+    return _mm256_packus_epi16(w01, w23);
+}
+
+// in_order puts code_bytes32's bytes in the order of the values.
+AVX2 static inline __m256i in_order(__m256i c) { return _mm256_permutevar8x32_epi32(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)); }
+
+// pack32 packs code_bytes32's codes of b = 2..4 bits: 4b bytes, then
+// zeros. Multiply-adds join 4 codes to a dword, b bits apart (weights wb
+// = 1, 2^b in byte pairs, ww = 1, 2^2b in word pairs), each group's two
+// dwords join, and pick keeps their low b bytes.
+AVX2 static inline __m128i pack32(__m256i c, int b, __m256i wb, __m256i ww, __m128i pick) {
+    const __m256i q = _mm256_madd_epi16(_mm256_maddubs_epi16(c, wb), ww);
+    const __m128i v = _mm_or_si128(_mm256_castsi256_si128(q), _mm_sll_epi32(_mm256_extracti128_si256(q, 1), _mm_cvtsi32_si128(4 * b)));
+    return _mm_shuffle_epi8(v, pick);
 }
 
 // code1 is one value's code (the reference's code()).
@@ -371,7 +388,8 @@ typedef struct {
     int cols, b, full;
     int64_t cb, stride;
     float n, smax;
-    __m256i shlo, shhi, sh32, compact;
+    __m256i shlo, shhi, wb, ww;
+    __m128i pick;
     __m256 n256;
     draw_keys ks;
 } quant_enc;
@@ -381,27 +399,26 @@ AVX2 static void quant_enc_init(quant_enc* q, int cols, int b, uint32_t k0, uint
     q->n = (float)((1 << b) - 1), q->smax = quant_smax(q->n);
     q->cb = ((int64_t)cols * b + 7) / 8, q->stride = QUANT_HEADER + q->cb;
     q->shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), q->shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
-    q->sh32 = _mm256_mullo_epi32(_mm256_set1_epi32(b), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    // per 128-bit lane, the low b bytes of each dword, packed (b <= 4)
-    q->compact = _mm256_set1_epi8((char)0x80);
-    if (b <= 4) {
-        int8_t m[16];
-        for (int k = 0; k < 16; k++) m[k] = k < 4 * b ? (int8_t)(4 * (k / b) + k % b) : (int8_t)0x80;
-        const __m128i mm = _mm_loadu_si128((const __m128i*)m);
-        q->compact = _mm256_broadcastsi128_si256(mm);
-    }
+    // pack32's weights and byte pick (b = 2..4)
+    q->wb = _mm256_set1_epi16((short)(1 | (1 << b) << 8));
+    q->ww = _mm256_set1_epi32((int)(1 | (1u << 2 * b) << 16));
+    int8_t m[16];
+    for (int k = 0; k < 16; k++) m[k] = k < 4 * b ? (int8_t)(4 * (k / b) + k % b) : (int8_t)0x80;
+    q->pick = _mm_loadu_si128((const __m128i*)m);
     q->n256 = _mm256_set1_ps(256 * q->n);
     draw_keys_init(&q->ks, k0, k1, narrow_blocks(cols));
 }
 
 // quant_encode_body writes row i (x, q->cols values, on grid g) of the
-// payload at out.
+// payload at out, and when qb is not NULL each value's code, one byte
+// each, at qb (the residual sender's update reads them there instead of
+// unpacking the payload).
 AVX2 static inline __attribute__((always_inline)) void quant_encode_body(const quant_enc* q, uint8_t* out, const float* x, uint32_t i, quant_row g,
-                                                                         const __m128i* pre) {
+                                                                         const __m128i* pre, uint8_t* qb) {
     const int cols = q->cols, b = q->b, full = q->full;
     const int64_t cb = q->cb;
     const float n = q->n;
-    const __m256i shlo = q->shlo, shhi = q->shhi, sh32 = q->sh32, compact = q->compact;
+    const __m256i shlo = q->shlo, shhi = q->shhi;
     const __m256 n256 = q->n256;
     const draw_keys* ks = &q->ks;
     {
@@ -417,47 +434,37 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_body(const q
             const __m128i* d = pre;
             if (!d) draw_blocks((uint32_t)(jb / 16), i, ks, dm), d = dm;
             const int g0 = jb / 8;
-            // Whole groups first, as many at a time as the packing takes
-            // (rows of 64 columns have 8 of them), then the generic loop.
+            // Whole groups first, 4 at a time where the packing takes them,
+            // then the generic loop.
             int gl = 0;
-            if (b == 1) {
-                for (; gl < 16 && g0 + gl < full; gl++)
-                    codes[g0 + gl] = bits1(g8(_mm256_loadu_ps(x + 8 * (g0 + gl)), lov, inv256, n256), draws8(d[gl / 2], gl % 2));
-            } else if (b == 8) { // one byte per code, 32 at a time
-                for (; gl + 4 <= 16 && g0 + gl + 4 <= full; gl += 4) {
-                    const __m256i c0 = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl)), draws8(d[gl / 2], 0), lov, inv256, n256);
-                    const __m256i c1 = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl + 1)), draws8(d[gl / 2], 1), lov, inv256, n256);
-                    const __m256i c2 = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl + 2)), draws8(d[gl / 2 + 1], 0), lov, inv256, n256);
-                    const __m256i c3 = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl + 3)), draws8(d[gl / 2 + 1], 1), lov, inv256, n256);
-                    // The packs work per 128-bit lane: bytes come out as
-                    // c0[0:4] c1[0:4] c2[0:4] c3[0:4] | c0[4:8] c1[4:8] ...,
-                    // and the dword permutation puts them in order.
-                    const __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(c0, c1), _mm256_packus_epi32(c2, c3));
-                    const __m256i o = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-                    _mm256_storeu_si256((__m256i*)(codes + 8 * (g0 + gl)), o);
-                }
-            } else if (b <= 4) { // 8 groups: 8*b bytes at once
-                for (; gl + 8 <= 16 && g0 + gl + 8 <= full; gl += 8) {
-                    __m256i sv[8];
-                    for (int l = 0; l < 8; l++) {
-                        const __m256i c = codes8(_mm256_loadu_ps(x + 8 * (g0 + gl + l)), draws8(d[(gl + l) / 2], (gl + l) % 2), lov, inv256, n256);
-                        sv[l] = _mm256_sllv_epi32(c, sh32);
-                    }
-                    const __m256i w = _mm256_shuffle_epi8(or8(sv), compact);
-                    uint8_t* o = codes + (int64_t)(g0 + gl) * b;
-                    if ((int64_t)(g0 + gl) * b + 4 * b + 16 <= cb) { // 16-byte stores, the second fixing the first's excess
-                        _mm_storeu_si128((__m128i*)o, _mm256_castsi256_si128(w));
-                        _mm_storeu_si128((__m128i*)(o + 4 * b), _mm256_extracti128_si256(w, 1));
+            const int by4 = b <= 4 || b == 8;
+            for (; by4 && gl + 4 <= 16 && g0 + gl + 4 <= full; gl += 4) { // 4 groups at once
+                const __m256i c = code_bytes32(x + 8 * (g0 + gl), d[gl / 2], d[gl / 2 + 1], lov, inv256, n256);
+                uint8_t* o = codes + (int64_t)(g0 + gl) * b;
+                if (qb) _mm256_storeu_si256((__m256i*)(qb + 8 * (g0 + gl)), in_order(c));
+                if (b == 1) {
+                    const uint32_t bits = (uint32_t)_mm256_movemask_epi8(_mm256_slli_epi16(in_order(c), 7));
+                    memcpy(o, &bits, 4);
+                } else if (b == 8) {
+                    _mm256_storeu_si256((__m256i*)o, in_order(c));
+                } else {
+                    const __m128i w = pack32(c, b, q->wb, q->ww, q->pick);
+                    if ((int64_t)(g0 + gl) * b + 16 <= cb) { // the next groups overwrite the zeros past 4b
+                        _mm_storeu_si128((__m128i*)o, w);
                     } else {
-                        uint8_t tmp[32];
-                        _mm256_storeu_si256((__m256i*)tmp, w);
+                        uint8_t tmp[16];
+                        _mm_storeu_si128((__m128i*)tmp, w);
                         memcpy(o, tmp, (size_t)(4 * b));
-                        memcpy(o + 4 * b, tmp + 16, (size_t)(4 * b));
                     }
                 }
             }
             for (; gl < 16 && 8 * (g0 + gl) < cols; gl++) {
                 const int g = g0 + gl;
+                if (g < full && qb) {
+                    const __m256i c = codes8(_mm256_loadu_ps(x + 8 * g), draws8(d[gl / 2], gl % 2), lov, inv256, n256);
+                    const __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+                    _mm_storel_epi64((__m128i*)(qb + 8 * g), _mm_packus_epi16(p, p));
+                }
                 if (g < full && b == 1) {
                     codes[g] = bits1(g8(_mm256_loadu_ps(x + 8 * g), lov, inv256, n256), draws8(d[gl / 2], gl % 2));
                 } else if (g < full) {
@@ -478,8 +485,11 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_body(const q
                     memcpy(r, &d[gl / 2], 16);
                     uint64_t w = 0;
                     const int cnt = cols - 8 * g;
-                    for (int t = 0; t < cnt; t++)
-                        w |= (uint64_t)code1(x[8 * g + t], lo, 256 * inv, 256 * n, r[8 * (gl % 2) + t]) << (t * b);
+                    for (int t = 0; t < cnt; t++) {
+                        const uint32_t c = code1(x[8 * g + t], lo, 256 * inv, 256 * n, r[8 * (gl % 2) + t]);
+                        if (qb) qb[8 * g + t] = (uint8_t)c;
+                        w |= (uint64_t)c << (t * b);
+                    }
                     memcpy(codes + (int64_t)g * b, &w, (size_t)((cnt * b + 7) / 8));
                 }
             }
@@ -490,10 +500,10 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_body(const q
 // quant_encode_row is quant_encode_body on the grid of the row's min and
 // max (mn, mx as row_minmax finds them), for rows coded one at a time.
 AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const quant_enc* q, uint8_t* out, const float* x, uint32_t i, float mn, float mx,
-                                                                        const __m128i* pre) {
+                                                                        const __m128i* pre, uint8_t* qb) {
     quant_row g;
     g.origin = quant_params(mn, mx, q->n, q->smax, &g.scale, &g.inv, &g.k);
-    quant_encode_body(q, out, x, i, g, pre);
+    quant_encode_body(q, out, x, i, g, pre, qb);
 }
 
 // gnn_quant_encode codes the rows 8 at a time: their mins and maxes, their
@@ -515,7 +525,7 @@ AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int col
         quant_params8(mn, mx, q.n, q.smax, g);
         for (int r = 0; r < m; r++) {
             const int64_t i = i0 + r;
-            quant_encode_body(&q, dst + i * q.stride, src + i * cols, (uint32_t)i, g[r], row_draws(i, bpr, &q.ks, d));
+            quant_encode_body(&q, dst + i * q.stride, src + i * cols, (uint32_t)i, g[r], row_draws(i, bpr, &q.ks, d), NULL);
         }
     }
 }
@@ -737,30 +747,19 @@ AVX2 static inline __attribute__((always_inline)) void delta_sub(float* d, const
     *mdp = md, *mmp = mm, *lop = lo, *hip = hi;
 }
 
-// delta_update adds the decoded payload row at in (left bytes readable)
-// into s and the row x against the new s into the lanes: quant_decode_row,
-// the add and sq_row in one pass.
-AVX2 static inline __attribute__((always_inline)) void delta_update(float* s, const float* x, const uint8_t* in, int64_t left, int cols, int b, sq_lanes* a) {
+// delta_update adds the row's decoded values (its codes at qb, one byte
+// each, on the grid of the payload row's header at in) into s, and the row
+// x against the new s into the lanes: the decode, the add and sq_row in
+// one pass.
+AVX2 static inline __attribute__((always_inline)) void delta_update(float* s, const float* x, const uint8_t* in, const uint8_t* qb, int cols, int b, sq_lanes* a) {
     const int full = cols / 8;
-    const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
-    const __m256i mask = _mm256_set1_epi64x((1 << b) - 1);
-    const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     float scale;
     const float lo = quant_header(in, (float)((1 << b) - 1), &scale);
-    const uint8_t* codes = in + QUANT_HEADER;
     const __m256 lov = _mm256_set1_ps(lo), sv = _mm256_set1_ps(scale);
     __m256d e0 = a->e0, e1 = a->e1, n0 = a->n0, n1 = a->n1;
     int g = 0;
     for (; g < full; g++) {
-        uint64_t w = 0;
-        if (QUANT_HEADER + (int64_t)g * b + 8 <= left)
-            memcpy(&w, codes + (int64_t)g * b, 8);
-        else
-            memcpy(&w, codes + (int64_t)g * b, (size_t)b);
-        const __m256i wv = _mm256_set1_epi64x((long long)w);
-        const __m256i qa = _mm256_and_si256(_mm256_srlv_epi64(wv, shlo), mask);
-        const __m256i qh = _mm256_and_si256(_mm256_srlv_epi64(wv, shhi), mask);
-        const __m256i q = _mm256_permutevar8x32_epi32(_mm256_blend_epi32(qa, _mm256_slli_epi64(qh, 32), 0xAA), even);
+        const __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(qb + 8 * g)));
         const __m256 r = _mm256_add_ps(lov, _mm256_mul_ps(_mm256_cvtepi32_ps(q), sv));
         const __m256 yv = _mm256_add_ps(_mm256_loadu_ps(s + 8 * g), r);
         _mm256_storeu_ps(s + 8 * g, yv);
@@ -778,10 +777,7 @@ AVX2 static inline __attribute__((always_inline)) void delta_update(float* s, co
         _mm256_storeu_pd(ev, e0), _mm256_storeu_pd(ev + 4, e1);
         _mm256_storeu_pd(nv, n0), _mm256_storeu_pd(nv + 4, n1);
         for (int j = 8 * g, t = 0; j < cols; j++, t++) {
-            const int64_t bit = (int64_t)j * b;
-            uint32_t w = codes[bit >> 3];
-            if ((int)(bit & 7) + b > 8) w |= (uint32_t)codes[(bit >> 3) + 1] << 8;
-            const uint32_t q = (w >> (bit & 7)) & ((1u << b) - 1u);
+            const uint32_t q = qb[j];
             s[j] += lo + ((float)q * scale);
             const double v = (double)x[j], dd = v - (double)s[j];
             const double e = dd * dd, vv = v * v;
@@ -797,7 +793,8 @@ AVX2 static inline __attribute__((always_inline)) void delta_update(float* s, co
 // gnn_quant_delta_encode is DeltaEncode (delta.go) for quant(b), b < 16, in
 // one pass over each row: the difference d from the reference row, the
 // skip test, the code of d, its decoded value added into the reference,
-// and the error of the new reference. buf holds cols floats.
+// and the error of the new reference. buf holds cols floats and cols
+// bytes (DeltaScratch).
 AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* idx, int64_t rows, int cols, int b,
                                  uint32_t k0, uint32_t k1, float* ref, float tau, uint8_t* bitmap, float* buf,
                                  int64_t* kept, double out[2]) {
@@ -807,6 +804,7 @@ AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* id
     int64_t n = 0;
     const int bpr = narrow_blocks(cols); // the blocks of payload rows n, n+1, ... (kept rows)
     __m128i d[8];
+    uint8_t* qb = (uint8_t*)(buf + cols); // a kept row's codes, one byte each, from the encoder to the update
     for (int64_t k = 0; k < rows; k++) {
         const float* x = m + (int64_t)idx[k] * cols;
         float* s = ref + k * cols;
@@ -819,8 +817,8 @@ AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* id
         }
         if (bitmap) bitmap[k >> 3] |= (uint8_t)(1u << (k & 7));
         uint8_t* o = dst + n * q.stride;
-        quant_encode_row(&q, o, buf, (uint32_t)n, lo, hi, row_draws(n, bpr, &q.ks, d));
-        delta_update(s, x, o, q.stride, cols, b, &a);
+        quant_encode_row(&q, o, buf, (uint32_t)n, lo, hi, row_draws(n, bpr, &q.ks, d), qb);
+        delta_update(s, x, o, qb, cols, b, &a);
         n++;
     }
     *kept = n;

@@ -158,7 +158,7 @@ func keep(dmax, mmax []uint32, tau float32, bitmap []byte) int {
 // the payload into dst; c must fuse them (DeltaFused).
 func (h *Host) DeltaEncode(c codec.Spec, idx []int32, m, state *kernels.Mat, lo, n int, tau float32, bitmap, dst []byte, seed uint64) (kept int, errSq, normSq float64) {
 	f := m.Cols
-	h.delta = growF32(h.delta, f)
+	h.delta = growF32(h.delta, codec.DeltaScratch(f))
 	kept, errSq, normSq, ok := c.DeltaEncode(dst, m.Data, idx, f, state.Data[lo*f:(lo+n)*f], tau, bitmap, seed, h.delta)
 	if !ok {
 		panic("halo: DeltaEncode under a codec that does not fuse it")
