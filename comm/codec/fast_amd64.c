@@ -346,6 +346,14 @@ AVX2 static inline uint64_t pack8(__m256i c, __m256i shlo, __m256i shhi) {
     return (uint64_t)_mm_cvtsi128_si64(_mm_or_si128(p, _mm_unpackhi_epi64(p, p)));
 }
 
+// g8_packed is g8 where a saturating pack to words follows: the pack
+// clamps below (a negative g, and a NaN's or -Inf's 0x80000000, to 0, as
+// g8's max with +0 would), so only the upper clamp is done here, with the
+// NaN rule turned (min returns its second operand, f, where either is NaN).
+AVX2 static inline __m256i g8_packed(__m256 x, __m256 lo, __m256 inv256, __m256 n256) {
+    return _mm256_cvtps_epi32(_mm256_min_ps(n256, _mm256_mul_ps(_mm256_sub_ps(x, lo), inv256)));
+}
+
 // code_bytes32 is the codes of 4 whole groups (32 values from x, their
 // draws in blocks d0 and d1), one byte each, b <= 8, in the packs' order:
 // lane 0 holds values 0-3 of groups 0, 1, 2, 3, lane 1 values 4-7. The
@@ -354,8 +362,8 @@ AVX2 static inline uint64_t pack8(__m256i c, __m256i shlo, __m256i shhi) {
 // the code is the sum's high byte.
 AVX2 static inline __attribute__((always_inline)) __m256i code_bytes32(const float* x, __m128i d0, __m128i d1, __m256 lo, __m256 inv256, __m256 n256) {
     const __m128i split = _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
-    const __m256i g01 = _mm256_packus_epi32(g8(_mm256_loadu_ps(x), lo, inv256, n256), g8(_mm256_loadu_ps(x + 8), lo, inv256, n256));
-    const __m256i g23 = _mm256_packus_epi32(g8(_mm256_loadu_ps(x + 16), lo, inv256, n256), g8(_mm256_loadu_ps(x + 24), lo, inv256, n256));
+    const __m256i g01 = _mm256_packus_epi32(g8_packed(_mm256_loadu_ps(x), lo, inv256, n256), g8_packed(_mm256_loadu_ps(x + 8), lo, inv256, n256));
+    const __m256i g23 = _mm256_packus_epi32(g8_packed(_mm256_loadu_ps(x + 16), lo, inv256, n256), g8_packed(_mm256_loadu_ps(x + 24), lo, inv256, n256));
     const __m256i w01 = _mm256_srli_epi16(_mm256_add_epi16(g01, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(d0, split))), 8);
     const __m256i w23 = _mm256_srli_epi16(_mm256_add_epi16(g23, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(d1, split))), 8);
     return _mm256_packus_epi16(w01, w23);
@@ -449,12 +457,14 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_body(const q
                     _mm256_storeu_si256((__m256i*)o, in_order(c));
                 } else {
                     const __m128i w = pack32(c, b, q->wb, q->ww, q->pick);
-                    if ((int64_t)(g0 + gl) * b + 16 <= cb) { // the next groups overwrite the zeros past 4b
+                    if (b == 4) {
                         _mm_storeu_si128((__m128i*)o, w);
-                    } else {
-                        uint8_t tmp[16];
-                        _mm_storeu_si128((__m128i*)tmp, w);
-                        memcpy(o, tmp, (size_t)(4 * b));
+                    } else { // 8 or 12 bytes, in fixed-size stores
+                        _mm_storel_epi64((__m128i*)o, w);
+                        if (b == 3) {
+                            const uint32_t t = (uint32_t)_mm_extract_epi32(w, 2);
+                            memcpy(o + 8, &t, 4);
+                        }
                     }
                 }
             }
