@@ -44,24 +44,24 @@ func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []
 func DeltaScratch(cols int) int { return cols + (cols+3)/4 }
 
 // DeltaAdd is residual coding's receiver for the codecs DeltaEncode
-// fuses: ref row rows[k] += the decoded row k of payload src (buf as
-// there); it reports whether it ran, as DeltaEncode's ok.
-func (s Spec) DeltaAdd(ref []float32, rows []int32, src []byte, cols int, buf []float32) bool {
+// fuses: ref row rows[k] += the decoded row k of payload src; it reports
+// whether it ran, as DeltaEncode's ok.
+func (s Spec) DeltaAdd(ref []float32, rows []int32, src []byte, cols int) bool {
 	if !s.DeltaFused() || cols == 0 {
 		return false
 	}
 	if len(rows) == 0 {
 		return true
 	}
-	if len(src) < s.WireSize(len(rows), cols) || len(buf) < cols {
-		panic(fmt.Sprintf("codec: DeltaAdd: %d payload bytes, %d scratch for %d rows of %d", len(src), len(buf), len(rows), cols))
+	if len(src) < s.WireSize(len(rows), cols) {
+		panic(fmt.Sprintf("codec: DeltaAdd: %d payload bytes for %d rows of %d", len(src), len(rows), cols))
 	}
 	for _, r := range rows {
 		if r < 0 || (int(r)+1)*cols > len(ref) {
 			panic(fmt.Sprintf("codec: DeltaAdd: row %d of %d", r, len(ref)/cols))
 		}
 	}
-	deltaAddFast(ref, rows, src, cols, int(s.bits), buf)
+	deltaAddFast(ref, rows, src, cols, int(s.bits))
 	return true
 }
 

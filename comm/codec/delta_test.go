@@ -136,7 +136,7 @@ func TestDeltaFused(t *testing.T) {
 						}
 					}
 				})
-				if kept > 0 && !s.DeltaAdd(recvGot, rows, want, cols, make([]float32, cols)) {
+				if kept > 0 && !s.DeltaAdd(recvGot, rows, want, cols) {
 					t.Fatalf("b=%d: DeltaAdd did not run", b)
 				}
 				if !sameBits(recvGot, recvWant) {

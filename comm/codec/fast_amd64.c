@@ -602,30 +602,44 @@ AVX2 void gnn_bf16_encode(uint16_t* dst, const float* src, int64_t rows, int col
 // Decoders: x^ = lo + (float(q) * scale), the product rounded first.
 
 // quant_decode_row decodes the payload row at in (left bytes readable from
-// there on: whole 8-byte loads stay inside) into y.
-AVX2 static inline __attribute__((always_inline)) void quant_decode_row(float* y, const uint8_t* in, int64_t left, int cols, int b) {
+// there on: whole 4- and 8-byte loads stay inside) into y, or with acc adds
+// it into y (y + the decoded value, as DeltaAdd's ref += decoded).
+AVX2 static inline __attribute__((always_inline)) void quant_decode_row(float* y, const uint8_t* in, int64_t left, int cols, int b, int acc) {
     const int full = cols / 8;
     const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
     const __m256i mask = _mm256_set1_epi64x((1 << b) - 1);
     const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    // b <= 4: a group's 8 codes fit in a dword, shifted apart per lane
+    const __m256i sh32 = _mm256_mullo_epi32(_mm256_set1_epi32(b), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i mask32 = _mm256_set1_epi32((1 << b) - 1);
     float scale;
     const float lo = quant_header(in, (float)((1 << b) - 1), &scale);
     const uint8_t* codes = in + QUANT_HEADER;
     const __m256 lov = _mm256_set1_ps(lo), sv = _mm256_set1_ps(scale);
     int g = 0;
     for (; g < full; g++) {
-        uint64_t w = 0;
-        if (QUANT_HEADER + (int64_t)g * b + 8 <= left)
-            memcpy(&w, codes + (int64_t)g * b, 8);
-        else
-            memcpy(&w, codes + (int64_t)g * b, (size_t)b);
-        const __m256i wv = _mm256_set1_epi64x((long long)w);
-        const __m256i a = _mm256_and_si256(_mm256_srlv_epi64(wv, shlo), mask);
-        const __m256i h = _mm256_and_si256(_mm256_srlv_epi64(wv, shhi), mask);
-        // the low dwords of a and h, in order
-        const __m256i q = _mm256_permutevar8x32_epi32(
-            _mm256_blend_epi32(a, _mm256_slli_epi64(h, 32), 0xAA), even);
-        const __m256 v = _mm256_add_ps(lov, _mm256_mul_ps(_mm256_cvtepi32_ps(q), sv));
+        __m256i q;
+        if (b <= 4) {
+            uint32_t w = 0;
+            if (QUANT_HEADER + (int64_t)g * b + 4 <= left)
+                memcpy(&w, codes + (int64_t)g * b, 4);
+            else
+                memcpy(&w, codes + (int64_t)g * b, (size_t)b);
+            q = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), sh32), mask32);
+        } else {
+            uint64_t w = 0;
+            if (QUANT_HEADER + (int64_t)g * b + 8 <= left)
+                memcpy(&w, codes + (int64_t)g * b, 8);
+            else
+                memcpy(&w, codes + (int64_t)g * b, (size_t)b);
+            const __m256i wv = _mm256_set1_epi64x((long long)w);
+            const __m256i a = _mm256_and_si256(_mm256_srlv_epi64(wv, shlo), mask);
+            const __m256i h = _mm256_and_si256(_mm256_srlv_epi64(wv, shhi), mask);
+            // the low dwords of a and h, in order
+            q = _mm256_permutevar8x32_epi32(_mm256_blend_epi32(a, _mm256_slli_epi64(h, 32), 0xAA), even);
+        }
+        __m256 v = _mm256_add_ps(lov, _mm256_mul_ps(_mm256_cvtepi32_ps(q), sv));
+        if (acc) v = _mm256_add_ps(_mm256_loadu_ps(y + 8 * g), v);
         _mm256_storeu_ps(y + 8 * g, v);
     }
     for (int j = 8 * g; j < cols; j++) {
@@ -633,13 +647,14 @@ AVX2 static inline __attribute__((always_inline)) void quant_decode_row(float* y
         uint32_t w = codes[bit >> 3];
         if ((int)(bit & 7) + b > 8) w |= (uint32_t)codes[(bit >> 3) + 1] << 8;
         const uint32_t q = (w >> (bit & 7)) & ((1u << b) - 1u);
-        y[j] = lo + ((float)q * scale);
+        const float v = lo + ((float)q * scale);
+        y[j] = acc ? y[j] + v : v;
     }
 }
 
 AVX2 void gnn_quant_decode(float* dst, const uint8_t* src, int64_t rows, int cols, int b, int64_t srclen) {
     const int64_t stride = QUANT_HEADER + ((int64_t)cols * b + 7) / 8;
-    for (int64_t i = 0; i < rows; i++) quant_decode_row(dst + i * cols, src + i * stride, srclen - i * stride, cols, b);
+    for (int64_t i = 0; i < rows; i++) quant_decode_row(dst + i * cols, src + i * stride, srclen - i * stride, cols, b, 0);
 }
 
 AVX2 void gnn_bf16_decode(float* dst, const uint16_t* src, int64_t n) {
@@ -836,12 +851,9 @@ AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* id
 }
 
 // gnn_quant_delta_add is DeltaAdd (delta.go) for quant(b), b < 16: ref row
-// rows[k] += the decoded payload row k. buf holds cols floats.
-AVX2 void gnn_quant_delta_add(float* ref, const int32_t* rowsIdx, int64_t rows, const uint8_t* src, int64_t srclen, int cols, int b, float* buf) {
+// rows[k] += the decoded payload row k.
+AVX2 void gnn_quant_delta_add(float* ref, const int32_t* rowsIdx, int64_t rows, const uint8_t* src, int64_t srclen, int cols, int b) {
     const int64_t stride = QUANT_HEADER + ((int64_t)cols * b + 7) / 8;
-    for (int64_t k = 0; k < rows; k++) {
-        quant_decode_row(buf, src + k * stride, srclen - k * stride, cols, b);
-        float* s = ref + (int64_t)rowsIdx[k] * cols;
-        for (int j = 0; j < cols; j++) s[j] += buf[j];
-    }
+    for (int64_t k = 0; k < rows; k++)
+        quant_decode_row(ref + (int64_t)rowsIdx[k] * cols, src + k * stride, srclen - k * stride, cols, b, 1);
 }

@@ -15,7 +15,7 @@ import (
 type Host struct {
 	gather     []float32 // the rows of one encode, gathered
 	dmax, mmax []uint32  // per row of one residual: its and its residual's largest magnitude
-	delta      []float32 // the fused delta kernels' row scratch
+	delta      []float32 // DeltaEncode's row scratch
 }
 
 // NewHost is the exchange of a rank whose rows live in host memory, over a
@@ -169,8 +169,7 @@ func (h *Host) DeltaEncode(c codec.Spec, idx []int32, m, state *kernels.Mat, lo,
 // DeltaAdd adds the decoded payload src into state's rows, where c fuses
 // the decode with the add; it reports whether it did.
 func (h *Host) DeltaAdd(c codec.Spec, rows []int32, src []byte, state *kernels.Mat) bool {
-	h.delta = growF32(h.delta, state.Cols)
-	return c.DeltaAdd(state.Data, rows, src, state.Cols, h.delta)
+	return c.DeltaAdd(state.Data, rows, src, state.Cols)
 }
 
 func growF32(b []float32, n int) []float32 {
