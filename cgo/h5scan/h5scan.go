@@ -273,6 +273,8 @@ static int scan(const char *path, long long file_size, char *msg) {
 	if (fcpl < 0 || H5Pget_sizes(fcpl, &heaps.sizeof_addr, &heaps.sizeof_len) < 0 || heaps.fd < 0 ||
 		heaps.sizeof_addr < 2 || heaps.sizeof_addr > 8 || heaps.sizeof_len < 2 || heaps.sizeof_len > 8) {
 		if (fcpl >= 0) H5Pclose(fcpl);
+		if (heaps.fd >= 0) close(heaps.fd);
+		heaps.fd = -1;
 		H5Fclose(f);
 		strcpy(msg, "has a superblock of unreadable or unknown address and length sizes");
 		return -1;
