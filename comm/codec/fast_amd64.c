@@ -133,14 +133,6 @@ static inline float bf16_up(float s) {
     return u2f(w >= 0x7f800000u ? 0x7f7f0000u : w);
 }
 
-// prefetch_row asks for a row's cache lines ahead of its min/max pass, so
-// that they arrive while the row before it is coded (the coding is
-// compute-bound and leaves the memory idle otherwise).
-static inline void prefetch_row(const float* x, int cols) {
-    const char* p = (const char*)x;
-    for (int64_t o = 0; o < (int64_t)cols * 4; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
-}
-
 // row_minmax is the reference's min and max of a row (NaNs skipped; +Inf,
 // -Inf for none).
 AVX2 static inline __attribute__((always_inline)) void row_minmax(const float* x, int cols, float* lop, float* hip) {
@@ -527,7 +519,6 @@ AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int col
         const int m = rows - i0 < 8 ? (int)(rows - i0) : 8;
         float mn[8], mx[8];
         for (int r = 0; r < m; r++) {
-            if (i0 + r + 1 < rows) prefetch_row(src + (i0 + r + 1) * cols, cols);
             row_minmax(src + (i0 + r) * cols, cols, &mn[r], &mx[r]);
         }
         for (int r = m; r < 8; r++) mn[r] = mx[r] = 0;
