@@ -12,9 +12,9 @@ import "fmt"
 // SqDiff of m's rows against the new ref (what the receiver misses).
 // Those are the bytes and values of Encode, Decode and SqDiff run on the
 // gathered differences. buf is scratch of at least DeltaScratch(cols)
-// values. ok is
-// false, and nothing is written, where no fused kernel runs (another codec,
-// no AVX2, or cols = 0): the caller composes those steps itself.
+// values. ok is false, and nothing is written, where no fused kernel runs
+// (another codec, no AVX2, or cols = 0): the caller composes those steps
+// itself.
 func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []float32, tau float32, bitmap []byte, seed uint64, buf []float32) (kept int, errSq, normSq float64, ok bool) {
 	if !s.DeltaFused() || cols == 0 {
 		return 0, 0, 0, false

@@ -323,12 +323,6 @@ AVX2 static inline __m256i codes8(__m256 x, __m256i r, __m256 lo, __m256 inv256,
     return _mm256_srli_epi32(_mm256_add_epi32(g8(x, lo, inv256, n256), r), 8);
 }
 
-// bits1 is 8 one-bit codes (g <= 256: (g + r) >> 8 is bit 8 of the sum),
-// code t in bit t.
-AVX2 static inline uint8_t bits1(__m256i g, __m256i r) {
-    return (uint8_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(g, r), 23)));
-}
-
 // pack8 joins 8 codes of b bits into one word, code t at bits t*b.
 AVX2 static inline uint64_t pack8(__m256i c, __m256i shlo, __m256i shhi) {
     const __m256i a = _mm256_sllv_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(c)), shlo);
@@ -462,22 +456,16 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_body(const q
             }
             for (; gl < 16 && 8 * (g0 + gl) < cols; gl++) {
                 const int g = g0 + gl;
-                if (g < full && qb) {
+                if (g < full) {
                     const __m256i c = codes8(_mm256_loadu_ps(x + 8 * g), draws8(d[gl / 2], gl % 2), lov, inv256, n256);
                     const __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
-                    _mm_storel_epi64((__m128i*)(qb + 8 * g), _mm_packus_epi16(p, p));
-                }
-                if (g < full && b == 1) {
-                    codes[g] = bits1(g8(_mm256_loadu_ps(x + 8 * g), lov, inv256, n256), draws8(d[gl / 2], gl % 2));
-                } else if (g < full) {
-                    const __m256i c = codes8(_mm256_loadu_ps(x + 8 * g), draws8(d[gl / 2], gl % 2), lov, inv256, n256);
-                    uint64_t w;
-                    if (b == 8) {
-                        const __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
-                        w = (uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(p, p));
-                    } else {
-                        w = pack8(c, shlo, shhi);
+                    const __m128i bytes = _mm_packus_epi16(p, p); // the 8 codes, a byte each
+                    if (qb) _mm_storel_epi64((__m128i*)(qb + 8 * g), bytes);
+                    if (b == 1) {
+                        codes[g] = (uint8_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(c, 31)));
+                        continue;
                     }
+                    const uint64_t w = b == 8 ? (uint64_t)_mm_cvtsi128_si64(bytes) : pack8(c, shlo, shhi);
                     if ((int64_t)g * b + 8 <= cb)
                         memcpy(codes + (int64_t)g * b, &w, 8); // the next group overwrites the excess
                     else

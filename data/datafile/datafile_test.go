@@ -561,8 +561,12 @@ func TestH5HeapReferences(t *testing.T) {
 		t.Fatalf("found %d heap references, expected one per string attribute", len(refs))
 	}
 	ref := refs[len(refs)-1]
-	u32 := func(off int, v uint32) func([]byte) { return func(b []byte) { binary.LittleEndian.PutUint32(b[off:], v) } }
-	u64 := func(off int, v uint64) func([]byte) { return func(b []byte) { binary.LittleEndian.PutUint64(b[off:], v) } }
+	u32 := func(off int, v uint32) func([]byte) {
+		return func(b []byte) { binary.LittleEndian.PutUint32(b[off:], v) }
+	}
+	u64 := func(off int, v uint64) func([]byte) {
+		return func(b []byte) { binary.LittleEndian.PutUint64(b[off:], v) }
+	}
 	length := binary.LittleEndian.Uint32(valid[ref:])
 	first := gcol + 16 // the collection's first object: index, references, reserved, size
 	cases := []struct {
