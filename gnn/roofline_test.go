@@ -168,3 +168,41 @@ func sgemmRate(dev *kernels.CPU, rows, in, out int) float64 {
 	}
 	return best
 }
+
+// BenchmarkAggregation times the benchmark model's aggregations one shape
+// at a time (forward A x and backward A^T dz, 256 and 40 wide) on the
+// graph of BenchmarkEpochRoofline, in the same row order, with the bytes
+// the roofline counts.
+func BenchmarkAggregation(b *testing.B) {
+	ds := rooflineData(b)
+	view, err := SingleProcess(ds, ds.SplitNames()[0], "sage")
+	if err == nil {
+		view, err = view.Reorder(cmp.Or(os.Getenv("GNN_SPMD_ROOFLINE_ORDER"), OrderNone))
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpu := kernels.NewCPU(0)
+	defer cpu.Close()
+	a := view.Adj
+	for _, f := range []int{256, 40} {
+		x := kernels.NewMat(a.Cols, f)
+		for i := range x.Data {
+			x.Data[i] = float32(i%13) / 13
+		}
+		y := kernels.NewMat(a.Rows, f)
+		for _, c := range []struct {
+			name string
+			a    *kernels.Adj
+		}{{"forward", a}, {"backward", a.T}} {
+			b.Run(fmt.Sprintf("%s/F=%d", c.name, f), func(b *testing.B) {
+				timer := kernels.NewPhaseTimer(cpu)
+				timer.SpMM(c.a, x.View(0, c.a.Cols), y.View(0, c.a.Rows), false)
+				b.SetBytes(int64(timer.Bytes[kernels.Aggregation]))
+				for b.Loop() {
+					cpu.SpMM(c.a, x.View(0, c.a.Cols), y.View(0, c.a.Rows), false)
+				}
+			})
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 
@@ -16,6 +17,11 @@ var (
 	benchSpMMN   = flag.Int("spmm.n", 1_000_000, "SpMM benchmark rows")
 	benchSpMMDeg = flag.Int("spmm.deg", 20, "SpMM benchmark nonzeros per row")
 	benchF       = flag.Int("bench.f", 256, "feature width for SpMM and Gemm benchmarks")
+	// A graph ordered by its communities, as --reorder metis leaves the
+	// generated benchmark graph: rows in clusters of n/clusters, a share
+	// homophily of each row's sources in its own cluster, the rest anywhere.
+	benchSpMMClusters  = flag.Int("spmm.clusters", 40, "SpMM benchmark communities (0: every source anywhere)")
+	benchSpMMHomophily = flag.Float64("spmm.homophily", 0.7, "SpMM benchmark share of sources in the row's community")
 )
 
 // Every benchmark writes its buffers before timing so that page faults on
@@ -33,11 +39,24 @@ func BenchmarkSpMM(b *testing.B) {
 	ptr := make([]int64, n+1)
 	col := make([]int32, n*deg)
 	val := make([]float32, n*deg)
+	size := n
+	if *benchSpMMClusters > 0 {
+		size = max(1, n / *benchSpMMClusters)
+	}
 	for i := range col {
-		col[i] = int32(rng.Mix64(uint64(i)) % uint64(n))
+		r := rng.Mix64(uint64(i))
+		if float64(r>>11)/(1<<53) < *benchSpMMHomophily {
+			lo := i / deg / size * size
+			col[i] = int32(lo + int(rng.Mix64(r)%uint64(min(size, n-lo))))
+		} else {
+			col[i] = int32(rng.Mix64(r) % uint64(n))
+		}
 	}
 	for i := range ptr {
 		ptr[i] = int64(i * deg)
+		if i < n {
+			slices.Sort(col[i*deg : (i+1)*deg])
+		}
 	}
 	fastFill(val, 1)
 	x, y := NewMat(n, f), NewMat(n, f)
@@ -52,7 +71,7 @@ func BenchmarkSpMM(b *testing.B) {
 			a.Val, name = val, "weighted"
 		}
 		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
-			b.Run(fmt.Sprintf("%s/N=%d/deg=%d/F=%d/threads=%d", name, n, deg, f, threads), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/N=%d/deg=%d/F=%d/clusters=%d/threads=%d", name, n, deg, f, *benchSpMMClusters, threads), func(b *testing.B) {
 				p := NewCPU(threads)
 				defer p.Close()
 				b.SetBytes(bytes)
@@ -168,11 +187,24 @@ func BenchmarkAttention(b *testing.B) {
 	n, deg := *benchSpMMN, *benchSpMMDeg
 	ptr := make([]int64, n+1)
 	col := make([]int32, n*deg)
+	size := n
+	if *benchSpMMClusters > 0 {
+		size = max(1, n / *benchSpMMClusters)
+	}
 	for i := range col {
-		col[i] = int32(rng.Mix64(uint64(i)) % uint64(n))
+		r := rng.Mix64(uint64(i))
+		if float64(r>>11)/(1<<53) < *benchSpMMHomophily {
+			lo := i / deg / size * size
+			col[i] = int32(lo + int(rng.Mix64(r)%uint64(min(size, n-lo))))
+		} else {
+			col[i] = int32(rng.Mix64(r) % uint64(n))
+		}
 	}
 	for i := range ptr {
 		ptr[i] = int64(i * deg)
+		if i < n {
+			slices.Sort(col[i*deg : (i+1)*deg])
+		}
 	}
 	a := &Adj{Rows: n, Cols: n, Ptr: ptr, Col: col}
 	e := NewEdgesBySource(a)
