@@ -14,13 +14,10 @@ import (
 // Benchmark sizes; the defaults need about 3 GiB. Shrink with e.g.
 // -spmm.n=100000 on small machines.
 var (
-	benchSpMMN   = flag.Int("spmm.n", 1_000_000, "SpMM benchmark rows")
-	benchSpMMDeg = flag.Int("spmm.deg", 20, "SpMM benchmark nonzeros per row")
-	benchF       = flag.Int("bench.f", 256, "feature width for SpMM and Gemm benchmarks")
-	// A graph ordered by its communities, as --reorder metis leaves the
-	// generated benchmark graph: rows in clusters of n/clusters, a share
-	// homophily of each row's sources in its own cluster, the rest anywhere.
-	benchSpMMClusters  = flag.Int("spmm.clusters", 40, "SpMM benchmark communities (0: every source anywhere)")
+	benchSpMMN         = flag.Int("spmm.n", 1_000_000, "SpMM benchmark rows")
+	benchSpMMDeg       = flag.Int("spmm.deg", 20, "SpMM benchmark nonzeros per row")
+	benchF             = flag.Int("bench.f", 256, "feature width for SpMM and Gemm benchmarks")
+	benchSpMMClusters  = flag.Int("spmm.clusters", 0, "SpMM and attention benchmark communities (0: every source anywhere)")
 	benchSpMMHomophily = flag.Float64("spmm.homophily", 0.7, "SpMM benchmark share of sources in the row's community")
 )
 
@@ -34,15 +31,23 @@ func fastFill(s []float32, seed uint64) {
 	}
 }
 
-func BenchmarkSpMM(b *testing.B) {
-	n, deg, f := *benchSpMMN, *benchSpMMDeg, *benchF
-	ptr := make([]int64, n+1)
-	col := make([]int32, n*deg)
-	val := make([]float32, n*deg)
-	size := n
-	if *benchSpMMClusters > 0 {
-		size = max(1, n / *benchSpMMClusters)
+// benchGraph is the CSR of the SpMM and attention benchmarks: n rows of
+// deg sources each, drawn anywhere, or with -spmm.clusters a graph ordered
+// by its communities, as --reorder metis leaves the generated benchmark
+// graph: rows in clusters of n/clusters, a share -spmm.homophily of each
+// row's sources in its own cluster, the rest anywhere, ascending in a row.
+func benchGraph(n, deg int) ([]int64, []int32) {
+	ptr, col := make([]int64, n+1), make([]int32, n*deg)
+	for i := range ptr {
+		ptr[i] = int64(i * deg)
 	}
+	if *benchSpMMClusters <= 0 {
+		for i := range col {
+			col[i] = int32(rng.Mix64(uint64(i)) % uint64(n))
+		}
+		return ptr, col
+	}
+	size := max(1, n / *benchSpMMClusters)
 	for i := range col {
 		r := rng.Mix64(uint64(i))
 		if float64(r>>11)/(1<<53) < *benchSpMMHomophily {
@@ -52,12 +57,24 @@ func BenchmarkSpMM(b *testing.B) {
 			col[i] = int32(rng.Mix64(r) % uint64(n))
 		}
 	}
-	for i := range ptr {
-		ptr[i] = int64(i * deg)
-		if i < n {
-			slices.Sort(col[i*deg : (i+1)*deg])
-		}
+	for i := range n {
+		slices.Sort(col[i*deg : (i+1)*deg])
 	}
+	return ptr, col
+}
+
+// graphTag names benchGraph's communities in a benchmark's name, if any.
+func graphTag() string {
+	if *benchSpMMClusters <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("/clusters=%d/homophily=%g", *benchSpMMClusters, *benchSpMMHomophily)
+}
+
+func BenchmarkSpMM(b *testing.B) {
+	n, deg, f := *benchSpMMN, *benchSpMMDeg, *benchF
+	ptr, col := benchGraph(n, deg)
+	val := make([]float32, n*deg)
 	fastFill(val, 1)
 	x, y := NewMat(n, f), NewMat(n, f)
 	fastFill(x.Data, 2)
@@ -71,7 +88,7 @@ func BenchmarkSpMM(b *testing.B) {
 			a.Val, name = val, "weighted"
 		}
 		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
-			b.Run(fmt.Sprintf("%s/N=%d/deg=%d/F=%d/clusters=%d/threads=%d", name, n, deg, f, *benchSpMMClusters, threads), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/N=%d/deg=%d%s/F=%d/threads=%d", name, n, deg, graphTag(), f, threads), func(b *testing.B) {
 				p := NewCPU(threads)
 				defer p.Close()
 				b.SetBytes(bytes)
@@ -185,27 +202,7 @@ func BenchmarkSoftmaxCE(b *testing.B) {
 // edge and pass (the rows the passes gather at random).
 func BenchmarkAttention(b *testing.B) {
 	n, deg := *benchSpMMN, *benchSpMMDeg
-	ptr := make([]int64, n+1)
-	col := make([]int32, n*deg)
-	size := n
-	if *benchSpMMClusters > 0 {
-		size = max(1, n / *benchSpMMClusters)
-	}
-	for i := range col {
-		r := rng.Mix64(uint64(i))
-		if float64(r>>11)/(1<<53) < *benchSpMMHomophily {
-			lo := i / deg / size * size
-			col[i] = int32(lo + int(rng.Mix64(r)%uint64(min(size, n-lo))))
-		} else {
-			col[i] = int32(rng.Mix64(r) % uint64(n))
-		}
-	}
-	for i := range ptr {
-		ptr[i] = int64(i * deg)
-		if i < n {
-			slices.Sort(col[i*deg : (i+1)*deg])
-		}
-	}
+	ptr, col := benchGraph(n, deg)
 	a := &Adj{Rows: n, Cols: n, Ptr: ptr, Col: col}
 	e := NewEdgesBySource(a)
 	for _, s := range []struct{ heads, width int }{{8, 8}, {1, 40}} {
@@ -223,7 +220,7 @@ func BenchmarkAttention(b *testing.B) {
 				al = nil
 			}
 			for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
-				name := fmt.Sprintf("heads=%d/width=%d/stored=%v/N=%d/deg=%d/threads=%d", s.heads, s.width, stored, n, deg, threads)
+				name := fmt.Sprintf("heads=%d/width=%d/stored=%v/N=%d/deg=%d%s/threads=%d", s.heads, s.width, stored, n, deg, graphTag(), threads)
 				p := NewCPU(threads)
 				b.Run("forward/"+name, func(b *testing.B) {
 					b.SetBytes(int64(n*deg) * int64(q.Cols) * 4)
