@@ -35,8 +35,9 @@ enum { BLOCK = 64 };
 // at r; the hardware prefetcher fetches the lines between, as it does for
 // any run of lines. A prefetch per line, 16 for a 1 KiB row, costs more
 // issue slots than the misses it hides: on the 1M-node benchmark graph in
-// METIS order (BenchmarkAggregation) the two lines alone took a third less
-// time, 256 and 40 wide.
+// METIS order the two lines alone took a third less time, 256 and 40 wide,
+// in BenchmarkAggregation (calls alone), and 3-8% less in a whole epoch
+// (BenchmarkEpochRoofline).
 INLINE void prefetch_row(const float* r, int64_t f) {
     __builtin_prefetch(r);
     __builtin_prefetch(r + f - 1);
