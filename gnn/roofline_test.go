@@ -27,17 +27,7 @@ import (
 // where the table goes (Markdown); GNN_SPMD_ROOFLINE_ORDER, the row order
 // (View.Reorder; default none).
 func BenchmarkEpochRoofline(b *testing.B) {
-	ds := rooflineData(b)
-	view, err := SingleProcess(ds, ds.SplitNames()[0], "sage")
-	order := cmp.Or(os.Getenv("GNN_SPMD_ROOFLINE_ORDER"), OrderNone)
-	reorderStart := time.Now()
-	if err == nil {
-		view, err = view.Reorder(order)
-	}
-	reorderSeconds := time.Since(reorderStart).Seconds()
-	if err != nil {
-		b.Fatal(err)
-	}
+	ds, view, order, reorderSeconds := rooflineView(b)
 	cpu := kernels.NewCPU(0)
 	defer cpu.Close()
 	timer := kernels.NewPhaseTimer(cpu)
@@ -111,6 +101,23 @@ func BenchmarkEpochRoofline(b *testing.B) {
 	}
 }
 
+// rooflineView is the benchmark graph (rooflineData) as one process's
+// GraphSAGE view, its rows in the order GNN_SPMD_ROOFLINE_ORDER names
+// (default none), with that order and the seconds the reordering took.
+func rooflineView(b *testing.B) (*data.Dataset, *View, string, float64) {
+	ds := rooflineData(b)
+	view, err := SingleProcess(ds, ds.SplitNames()[0], "sage")
+	order := cmp.Or(os.Getenv("GNN_SPMD_ROOFLINE_ORDER"), OrderNone)
+	start := time.Now()
+	if err == nil {
+		view, err = view.Reorder(order)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ds, view, order, time.Since(start).Seconds()
+}
+
 func rooflineData(b *testing.B) *data.Dataset {
 	if path := os.Getenv("GNN_SPMD_BENCH_DATA"); path != "" {
 		ds, err := datafile.Read(path)
@@ -174,14 +181,7 @@ func sgemmRate(dev *kernels.CPU, rows, in, out int) float64 {
 // graph of BenchmarkEpochRoofline, in the same row order, with the bytes
 // the roofline counts.
 func BenchmarkAggregation(b *testing.B) {
-	ds := rooflineData(b)
-	view, err := SingleProcess(ds, ds.SplitNames()[0], "sage")
-	if err == nil {
-		view, err = view.Reorder(cmp.Or(os.Getenv("GNN_SPMD_ROOFLINE_ORDER"), OrderNone))
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, view, _, _ := rooflineView(b)
 	cpu := kernels.NewCPU(0)
 	defer cpu.Close()
 	a := view.Adj

@@ -18,7 +18,7 @@ var (
 	benchSpMMDeg       = flag.Int("spmm.deg", 20, "SpMM benchmark nonzeros per row")
 	benchF             = flag.Int("bench.f", 256, "feature width for SpMM and Gemm benchmarks")
 	benchSpMMClusters  = flag.Int("spmm.clusters", 0, "SpMM and attention benchmark communities (0: every source anywhere)")
-	benchSpMMHomophily = flag.Float64("spmm.homophily", 0.7, "SpMM benchmark share of sources in the row's community")
+	benchSpMMHomophily = flag.Float64("spmm.homophily", 0.7, "SpMM and attention benchmark share of sources in the row's community")
 )
 
 // Every benchmark writes its buffers before timing so that page faults on
