@@ -43,27 +43,34 @@ func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []
 // the difference row, then its codes, a byte each.
 func DeltaScratch(cols int) int { return cols + (cols+3)/4 }
 
-// DeltaAdd is residual coding's receiver for the codecs DeltaEncode
-// fuses: ref row rows[k] += the decoded row k of payload src; it reports
-// whether it ran, as DeltaEncode's ok.
-func (s Spec) DeltaAdd(ref []float32, rows []int32, src []byte, cols int) bool {
+// DecodeAdd is a decode fused with a scatter-add, for the codecs
+// DeltaEncode fuses: ref row rows[k] += the decoded row k of payload src,
+// the values Decode and then an add give. With out (nil for none, else as
+// long as ref) it also writes each updated row into the same row of out,
+// while the row is in cache: residual coding's receiver keeps its
+// reference and fills the halo rows in one pass. It reports whether it
+// ran, as DeltaEncode's ok.
+func (s Spec) DecodeAdd(ref []float32, rows []int32, src []byte, cols int, out []float32) bool {
 	if !s.DeltaFused() || cols == 0 {
 		return false
 	}
 	if len(rows) == 0 {
 		return true
 	}
-	if len(src) < s.WireSize(len(rows), cols) {
-		panic(fmt.Sprintf("codec: DeltaAdd: %d payload bytes for %d rows of %d", len(src), len(rows), cols))
+	switch {
+	case len(src) < s.WireSize(len(rows), cols):
+		panic(fmt.Sprintf("codec: DecodeAdd: %d payload bytes for %d rows of %d", len(src), len(rows), cols))
+	case out != nil && len(out) != len(ref):
+		panic(fmt.Sprintf("codec: DecodeAdd: %d output values for %d reference values", len(out), len(ref)))
 	}
 	for _, r := range rows {
 		if r < 0 || (int(r)+1)*cols > len(ref) {
-			panic(fmt.Sprintf("codec: DeltaAdd: row %d of %d", r, len(ref)/cols))
+			panic(fmt.Sprintf("codec: DecodeAdd: row %d of %d", r, len(ref)/cols))
 		}
 	}
-	deltaAddFast(ref, rows, src, cols, int(s.bits))
+	decodeAddFast(ref, rows, src, cols, int(s.bits), out)
 	return true
 }
 
-// DeltaFused reports whether DeltaEncode and DeltaAdd run fused for s.
+// DeltaFused reports whether DeltaEncode and DecodeAdd run fused for s.
 func (s Spec) DeltaFused() bool { return fast && s.kind == KindQuant && s.bits < 16 }

@@ -136,11 +136,32 @@ func TestDeltaFused(t *testing.T) {
 						}
 					}
 				})
-				if kept > 0 && !s.DeltaAdd(recvGot, rows, want, cols) {
-					t.Fatalf("b=%d: DeltaAdd did not run", b)
+				// Half the time with a copy-out, which must hold the
+				// updated rows and leave the others alone.
+				var out []float32
+				if r.IntN(2) == 0 {
+					out = make([]float32, len(ref))
+					for i := range out {
+						out[i] = -1
+					}
+				}
+				if kept > 0 && !s.DecodeAdd(recvGot, rows, want, cols, out) {
+					t.Fatalf("b=%d: DecodeAdd did not run", b)
 				}
 				if !sameBits(recvGot, recvWant) {
-					t.Fatalf("b=%d cols=%d tau=%g: DeltaAdd differs", b, cols, tau)
+					t.Fatalf("b=%d cols=%d tau=%g: DecodeAdd differs", b, cols, tau)
+				}
+				if out != nil {
+					wantOut := make([]float32, len(ref))
+					for i := range wantOut {
+						wantOut[i] = -1
+					}
+					for _, row := range rows {
+						copy(wantOut[int(row)*cols:(int(row)+1)*cols], recvWant[int(row)*cols:(int(row)+1)*cols])
+					}
+					if !sameBits(out, wantOut) {
+						t.Fatalf("b=%d cols=%d tau=%g: DecodeAdd's copy-out differs", b, cols, tau)
+					}
 				}
 			}
 		}

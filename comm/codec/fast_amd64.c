@@ -582,7 +582,7 @@ AVX2 void gnn_bf16_encode(uint16_t* dst, const float* src, int64_t rows, int col
 
 // quant_decode_row decodes the payload row at in (left bytes readable from
 // there on: whole 4- and 8-byte loads stay inside) into y, or with acc adds
-// it into y (y + the decoded value, as DeltaAdd's ref += decoded).
+// it into y (y + the decoded value, as DecodeAdd's ref += decoded).
 AVX2 static inline __attribute__((always_inline)) void quant_decode_row(float* y, const uint8_t* in, int64_t left, int cols, int b, int acc) {
     const int full = cols / 8;
     const __m256i shlo = _mm256_setr_epi64x(0, b, 2 * b, 3 * b), shhi = _mm256_setr_epi64x(4 * b, 5 * b, 6 * b, 7 * b);
@@ -794,6 +794,18 @@ AVX2 static inline __attribute__((always_inline)) void delta_update(float* s, co
     a->e0 = e0, a->e1 = e1, a->n0 = n0, a->n1 = n1;
 }
 
+// DELTA_AHEAD is how many rows ahead the fused kernels ask for the rows
+// they will gather or scatter into (m and the reference in DeltaEncode,
+// the target and out rows in DecodeAdd): a row's first loads stalled on
+// memory without it (BenchmarkResidualExchange in comm/halo).
+#define DELTA_AHEAD 4
+
+// prefetch_rows asks for every cache line of the cols values at x and at s.
+static inline void prefetch_rows(const float* x, const float* s, int cols) {
+    for (int j = 0; j < cols; j += 16) __builtin_prefetch(x + j), __builtin_prefetch(s + j);
+    __builtin_prefetch(x + cols - 1), __builtin_prefetch(s + cols - 1);
+}
+
 // gnn_quant_delta_encode is DeltaEncode (delta.go) for quant(b), b < 16, in
 // one pass over each row: the difference d from the reference row, the
 // skip test, the code of d, its decoded value added into the reference,
@@ -812,6 +824,7 @@ AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* id
     for (int64_t k = 0; k < rows; k++) {
         const float* x = m + (int64_t)idx[k] * cols;
         float* s = ref + k * cols;
+        if (k + DELTA_AHEAD < rows) prefetch_rows(m + (int64_t)idx[k + DELTA_AHEAD] * cols, s + DELTA_AHEAD * cols, cols);
         uint32_t md, mm;
         float lo, hi;
         delta_sub(buf, x, s, cols, &md, &mm, &lo, &hi);
@@ -829,10 +842,18 @@ AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* id
     sq_sum(&a, out);
 }
 
-// gnn_quant_delta_add is DeltaAdd (delta.go) for quant(b), b < 16: ref row
-// rows[k] += the decoded payload row k.
-AVX2 void gnn_quant_delta_add(float* ref, const int32_t* rowsIdx, int64_t rows, const uint8_t* src, int64_t srclen, int cols, int b) {
+// gnn_quant_decode_add is DecodeAdd (delta.go) for quant(b), b < 16: ref
+// row rows[k] += the decoded payload row k, copied into out's row too
+// where out is not NULL.
+AVX2 void gnn_quant_decode_add(float* ref, const int32_t* rowsIdx, int64_t rows, const uint8_t* src, int64_t srclen, int cols, int b, float* out) {
     const int64_t stride = QUANT_HEADER + ((int64_t)cols * b + 7) / 8;
-    for (int64_t k = 0; k < rows; k++)
-        quant_decode_row(ref + (int64_t)rowsIdx[k] * cols, src + k * stride, srclen - k * stride, cols, b, 1);
+    for (int64_t k = 0; k < rows; k++) {
+        const int64_t at = (int64_t)rowsIdx[k] * cols;
+        if (k + DELTA_AHEAD < rows) {
+            const int64_t next = (int64_t)rowsIdx[k + DELTA_AHEAD] * cols;
+            prefetch_rows(ref + next, out ? out + next : ref + next, cols);
+        }
+        quant_decode_row(ref + at, src + k * stride, srclen - k * stride, cols, b, 1);
+        if (out) memcpy(out + at, ref + at, 4 * (size_t)cols); // from L1
+    }
 }

@@ -20,7 +20,7 @@ void gnn_sq_diff(const float* src, const int32_t* idx, int64_t rows, int cols, c
 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* idx, int64_t rows, int cols, int b,
                             uint32_t k0, uint32_t k1, float* ref, float tau, uint8_t* bitmap, float* buf,
                             int64_t* kept, double out[2]);
-void gnn_quant_delta_add(float* ref, const int32_t* rowsIdx, int64_t rows, const uint8_t* src, int64_t srclen, int cols, int b);
+void gnn_quant_decode_add(float* ref, const int32_t* rowsIdx, int64_t rows, const uint8_t* src, int64_t srclen, int cols, int b, float* out);
 */
 import "C"
 
@@ -89,7 +89,11 @@ func deltaEncodeFast(dst []byte, m []float32, idx []int32, cols, b int, ref []fl
 	return int(n), out[0], out[1]
 }
 
-func deltaAddFast(ref []float32, rows []int32, src []byte, cols, b int) {
-	C.gnn_quant_delta_add((*C.float)(unsafe.Pointer(&ref[0])), (*C.int32_t)(unsafe.Pointer(&rows[0])), C.int64_t(len(rows)),
-		(*C.uint8_t)(unsafe.Pointer(&src[0])), C.int64_t(len(src)), C.int(cols), C.int(b))
+func decodeAddFast(ref []float32, rows []int32, src []byte, cols, b int, out []float32) {
+	var o *C.float
+	if out != nil {
+		o = (*C.float)(unsafe.Pointer(&out[0]))
+	}
+	C.gnn_quant_decode_add((*C.float)(unsafe.Pointer(&ref[0])), (*C.int32_t)(unsafe.Pointer(&rows[0])), C.int64_t(len(rows)),
+		(*C.uint8_t)(unsafe.Pointer(&src[0])), C.int64_t(len(src)), C.int(cols), C.int(b), o)
 }

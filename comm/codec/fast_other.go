@@ -18,6 +18,6 @@ func deltaEncodeFast([]byte, []float32, []int32, int, int, []float32, float32, [
 	panic("codec: no fused delta kernel")
 }
 
-func deltaAddFast([]float32, []int32, []byte, int, int) {
+func decodeAddFast([]float32, []int32, []byte, int, int, []float32) {
 	panic("codec: no fused delta kernel")
 }

@@ -314,7 +314,11 @@ func (x *Exchange[P]) BackwardAdd(layer int, own *kernels.Mat) error {
 	if err != nil {
 		return err
 	}
+	h, host := any(x.mem).(*Host)
 	for p, rows := range pl.Send {
+		if host && fast && !c.Raw() && h.DecodeAdd(c, rows, any(x.recvB[p]).([]byte), own, nil) {
+			continue // decoded and added in one pass: the same values, summed in the same order
+		}
 		if !c.Raw() {
 			x.mem.Decode(c, x.recvB[p], &x.stage, pl.sendStart[p], pl.sendStart[p+1])
 		}

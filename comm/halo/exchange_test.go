@@ -48,7 +48,7 @@ func (l haloLayout) recvStart(p int) []int {
 
 // runExchange runs body on every rank of a Local group with its exchange and
 // its (owned+halo) x f matrix, whose owned rows hold value(rank, row, col).
-func runExchange(t *testing.T, l haloLayout, f int, body func(x *Exchange[[]byte], h *kernels.Mat) error) []*kernels.Mat {
+func runExchange(t testing.TB, l haloLayout, f int, body func(x *Exchange[[]byte], h *kernels.Mat) error) []*kernels.Mat {
 	q := len(l.owned)
 	mats := make([]*kernels.Mat, q)
 	err := comm.RunLocal(q, func(c *comm.Local) error {

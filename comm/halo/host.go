@@ -166,10 +166,12 @@ func (h *Host) DeltaEncode(c codec.Spec, idx []int32, m, state *kernels.Mat, lo,
 	return kept, errSq, normSq
 }
 
-// DeltaAdd adds the decoded payload src into state's rows, where c fuses
-// the decode with the add; it reports whether it did.
-func (h *Host) DeltaAdd(c codec.Spec, rows []int32, src []byte, state *kernels.Mat) bool {
-	return c.DeltaAdd(state.Data, rows, src, state.Cols)
+// DecodeAdd adds the decoded payload src into dst's rows, where c fuses
+// the decode with the add (codec.Spec.DecodeAdd), writing each updated
+// row into the same row of out too where out is not nil; it reports
+// whether it did.
+func (h *Host) DecodeAdd(c codec.Spec, rows []int32, src []byte, dst *kernels.Mat, out []float32) bool {
+	return c.DecodeAdd(dst.Data, rows, src, dst.Cols, out)
 }
 
 func growF32(b []float32, n int) []float32 {

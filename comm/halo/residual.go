@@ -318,7 +318,7 @@ func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c c
 func residualDecode(x *Exchange[[]byte], mem ResidualMemory, c codec.Spec, p int, src []byte, st *residual, lo, n int, m *kernels.Mat, at int) {
 	r := &x.scratch
 	rows := r.rows(x.bitmap(r.inB, p), lo, n)
-	if h, ok := mem.(*Host); ok && fast && h.DeltaAdd(c, rows, src, &st.recv) {
+	if h, ok := mem.(*Host); ok && fast && h.DecodeAdd(c, rows, src, &st.recv, nil) {
 		return
 	}
 	mem.Decode(c, src, m, at, at+len(rows))
@@ -340,12 +340,41 @@ func residualForward(x *Exchange[[]byte], mem ResidualMemory, layer int, h *kern
 		return err
 	}
 	start := time.Now()
+	hx, onHost := mem.(*Host)
+	halo := h.Data[pl.Owned*f : (pl.Owned+st.recv.Rows)*f] // row k is st.recv's row k
 	for p := range pl.Send {
 		lo, hi := pl.RecvStart[p], pl.RecvStart[p+1]
+		bitmap := x.bitmap(x.scratch.inB, p)
+		if onHost && fast && hx.DecodeAdd(c, x.scratch.rows(bitmap, lo, hi-lo), x.recvB[p], &st.recv, halo) {
+			// The kept rows are in place; the skipped ones are copied.
+			copySkipped(halo, st.recv.Data, bitmap, lo, hi-lo, f)
+			continue
+		}
 		residualDecode(x, mem, c, p, x.recvB[p], st, lo, hi-lo, h, pl.Owned+lo)
 		mem.Decode(codec.None(), mem.Rows(&st.recv, lo, hi), h, pl.Owned+lo, pl.Owned+hi)
 	}
 	return x.timed(start, &x.meter.CodecSeconds)
+}
+
+// copySkipped copies the rows [lo, lo+n) of src (rows of f values) whose
+// bit in bitmap is clear into the same rows of dst, a run of them at a
+// time; without a bitmap no row was skipped.
+func copySkipped(dst, src []float32, bitmap []byte, lo, n, f int) {
+	if bitmap == nil {
+		return
+	}
+	for k := 0; k < n; {
+		if bitmap[k>>3]&(1<<(k&7)) != 0 {
+			k++
+			continue
+		}
+		end := k + 1
+		for end < n && bitmap[end>>3]&(1<<(end&7)) == 0 {
+			end++
+		}
+		copy(dst[(lo+k)*f:(lo+end)*f], src[(lo+k)*f:(lo+end)*f])
+		k = end
+	}
 }
 
 // residualBackwardSend is BackwardSend with residual coding.

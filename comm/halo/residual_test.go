@@ -339,9 +339,10 @@ func TestResidualGatherRestore(t *testing.T) {
 }
 
 // TestResidualFused: the host's one-pass residual kernels (codec's
-// DeltaEncode and DeltaAdd) give the composed steps' halo rows, gradients,
+// DeltaEncode and DecodeAdd) give the composed steps' halo rows, gradients,
 // bytes and comp_error sums bit for bit, epoch after epoch, with and
-// without skipping, in both directions.
+// without skipping, in both directions, and so does the plain backward's
+// fused decode and scatter-add (residual coding forward only).
 func TestResidualFused(t *testing.T) {
 	if !fast || !codec.Quant(2).DeltaFused() {
 		t.Skip("no fused residual kernels on this machine or build")
@@ -353,7 +354,7 @@ func TestResidualFused(t *testing.T) {
 		rows   [][]float32 // per rank: h after the last epoch
 		counts [][]float64 // per rank: every epoch's bytes and error sums
 	}
-	run := func(fused bool, b int, skip float32) trace {
+	run := func(fused bool, b int, skip float32, backwardRes bool) trace {
 		fast = fused
 		defer func() { fast = true }()
 		tr := trace{rows: make([][]float32, 3), counts: make([][]float64, 3)}
@@ -361,7 +362,7 @@ func TestResidualFused(t *testing.T) {
 		runExchange(t, l, f, func(x *Exchange[[]byte], h *kernels.Mat) error {
 			r := x.plan.Rank
 			x.SetCodecs(0, codec.Quant(b), codec.Quant(max(1, b-1)))
-			if err := x.SetResidual(Residual{Forward: true, Backward: true, Skip: skip}); err != nil {
+			if err := x.SetResidual(Residual{Forward: true, Backward: backwardRes, Skip: skip}); err != nil {
 				return err
 			}
 			var counts []float64
@@ -370,6 +371,9 @@ func TestResidualFused(t *testing.T) {
 				x.Meter().Reset()
 				for i := range x.plan.Owned * f {
 					h.Data[i] = float32(math.Sin(float64(i*3+r*11)) * (1 + 0.02*float64(e)))
+				}
+				for i := x.plan.Owned * f; i < len(h.Data); i++ {
+					h.Data[i] = -7 // as an evaluation pass leaves them: Forward must write every halo row
 				}
 				if err := x.Forward(0, h); err != nil {
 					return err
@@ -390,16 +394,18 @@ func TestResidualFused(t *testing.T) {
 	}
 	for _, b := range []int{1, 2, 3, 8} {
 		for _, skip := range []float32{0, 0.05} {
-			want, got := run(false, b, skip), run(true, b, skip)
-			for r := range 3 {
-				for i := range want.rows[r] {
-					if math.Float32bits(want.rows[r][i]) != math.Float32bits(got.rows[r][i]) {
-						t.Fatalf("%d bits, skip %v: rank %d value %d: %v composed, %v fused", b, skip, r, i, want.rows[r][i], got.rows[r][i])
+			for _, backwardRes := range []bool{true, false} {
+				want, got := run(false, b, skip, backwardRes), run(true, b, skip, backwardRes)
+				for r := range 3 {
+					for i := range want.rows[r] {
+						if math.Float32bits(want.rows[r][i]) != math.Float32bits(got.rows[r][i]) {
+							t.Fatalf("%d bits, skip %v, backward residual %v: rank %d value %d: %v composed, %v fused", b, skip, backwardRes, r, i, want.rows[r][i], got.rows[r][i])
+						}
 					}
-				}
-				for i := range want.counts[r] {
-					if math.Float64bits(want.counts[r][i]) != math.Float64bits(got.counts[r][i]) {
-						t.Fatalf("%d bits, skip %v: rank %d epoch %d count %d: %v composed, %v fused", b, skip, r, i/4, i%4, want.counts[r][i], got.counts[r][i])
+					for i := range want.counts[r] {
+						if math.Float64bits(want.counts[r][i]) != math.Float64bits(got.counts[r][i]) {
+							t.Fatalf("%d bits, skip %v, backward residual %v: rank %d epoch %d count %d: %v composed, %v fused", b, skip, backwardRes, r, i/4, i%4, want.counts[r][i], got.counts[r][i])
+						}
 					}
 				}
 			}
