@@ -195,6 +195,9 @@ type Model struct {
 	// atOwn and atHalo are A^T's owned and halo rows: the backward pass
 	// computes the halo rows first, to send them (see overlap.go).
 	atOwn, atHalo *kernels.Adj
+	// grads holds every parameter's gradient back to back on a host
+	// device (placeParams), nil elsewhere.
+	grads *kernels.Mat
 	// Overlap aggregates while the halo exchanges are in flight: forward on
 	// devices with SpMMRows, backward on host devices (see overlap.go).
 	Overlap bool
@@ -279,9 +282,7 @@ func NewModel(cfg ModelConfig, view *View, dev kernels.Device) (*Model, error) {
 		if err := m.newGAT(rng, cfg.Recompute); err != nil {
 			return nil, err
 		}
-		for _, p := range m.Params {
-			p.place(dev)
-		}
+		m.placeParams()
 		m.dlogits = dev.NewMat(own, cfg.Classes)
 		return m, nil
 	}
@@ -339,9 +340,7 @@ func NewModel(cfg ModelConfig, view *View, dev kernels.Device) (*Model, error) {
 			ly.y = dev.NewMat(own, ly.out)
 		}
 	}
-	for _, p := range m.Params {
-		p.place(dev)
-	}
+	m.placeParams()
 	for _, ly := range m.layers {
 		ly.wn, ly.gn = ly.neigh.w, ly.neigh.g
 		if ly.isSAGE {
@@ -351,6 +350,30 @@ func NewModel(cfg ModelConfig, view *View, dev kernels.Device) (*Model, error) {
 	m.atOwn, m.atHalo = view.Adj.T.RowRange(0, own), view.Adj.T.RowRange(own, rows)
 	m.dlogits = dev.NewMat(own, cfg.Classes)
 	return m, nil
+}
+
+// placeParams gives the parameters their device matrices. On a host
+// device the gradients are views of one slab, m.grads, so that one
+// all-reduce sums them all: a collective per epoch instead of one per
+// parameter, whose latencies add up on small graphs and slow links.
+func (m *Model) placeParams() {
+	if m.dev.Host() {
+		n := 0
+		for _, p := range m.Params {
+			n += len(p.G)
+		}
+		slab := make([]float32, n)
+		off := 0
+		for _, p := range m.Params {
+			k := len(p.G)
+			p.G = slab[off : off+k : off+k]
+			off += k
+		}
+		m.grads = &kernels.Mat{Rows: n, Cols: 1, Data: slab}
+	}
+	for _, p := range m.Params {
+		p.place(m.dev)
+	}
 }
 
 // glorot fills p.W uniformly in +-sqrt(6/(fan_in+fan_out)).

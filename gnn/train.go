@@ -124,8 +124,12 @@ func NewTrainer(m *Model, cfg TrainConfig, cc CompressConfig, x halo.Exchanger, 
 		sums: newSums(layers, m.Config.Classes == 2), past: metrics.NewSummary(),
 		metricsOp: comm.Op{Name: "metrics all-reduce"},
 		fwd:       make([]codec.Spec, layers), bwd: make([]codec.Spec, layers), raw: make([]codec.Spec, layers)}
-	for _, p := range m.Params {
-		t.gradOps = append(t.gradOps, comm.Op{Name: "gradient all-reduce of " + p.Name})
+	if m.grads != nil {
+		t.gradOps = []comm.Op{{Name: "gradient all-reduce"}}
+	} else {
+		for _, p := range m.Params {
+			t.gradOps = append(t.gradOps, comm.Op{Name: "gradient all-reduce of " + p.Name})
+		}
 	}
 	if err := t.setResidual(true); err != nil {
 		return nil, fmt.Errorf("residual: %w", err)
@@ -287,7 +291,13 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 		return metrics.Epoch{}, err
 	}
 	reduceStart := time.Now()
-	if t.Reduce != nil {
+	switch {
+	case t.Reduce != nil && m.grads != nil:
+		comm.Label(t.Reduce, &t.gradOps[0])
+		if err := t.Reduce.AllReduceMat(m.grads); err != nil {
+			return metrics.Epoch{}, fmt.Errorf("gradient all-reduce: %w", err)
+		}
+	case t.Reduce != nil:
 		for i, p := range m.Params {
 			comm.Label(t.Reduce, &t.gradOps[i])
 			if err := t.Reduce.AllReduceMat(p.g); err != nil {
