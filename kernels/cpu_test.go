@@ -225,16 +225,42 @@ func TestSpMMSkewed(t *testing.T) {
 	})
 }
 
-func TestSpMMBadColumn(t *testing.T) {
-	a := NewAdj(2, 3, []int64{0, 1, 2}, []int32{0, 2}, nil)
-	a.Cols = 2 // column 2 is now out of range
-	defer func() {
-		if recover() == nil {
-			t.Fatal("no panic for an out-of-range column")
+// TestSpMMBadAdj: a column or row pointer outside the matrix panics
+// instead of reaching the C gather, in SpMM and SpMMRows.
+func TestSpMMBadAdj(t *testing.T) {
+	cases := map[string]func() *Adj{
+		"column": func() *Adj {
+			a := NewAdj(2, 3, []int64{0, 1, 2}, []int32{0, 2}, nil)
+			a.Cols = 2 // column 2 is now out of range
+			return a
+		},
+		"row pointer past the columns": func() *Adj {
+			return &Adj{Rows: 2, Cols: 2, Ptr: []int64{0, 1, 3}, Col: []int32{0, 1}}
+		},
+		"row pointers decreasing": func() *Adj {
+			return &Adj{Rows: 2, Cols: 2, Ptr: []int64{0, 2, 1}, Col: []int32{0, 1}}
+		},
+		"fewer values than nonzeros": func() *Adj {
+			return &Adj{Rows: 2, Cols: 2, Ptr: []int64{0, 1, 2}, Col: []int32{0, 1}, Val: []float32{1}}
+		},
+	}
+	for name, bad := range cases {
+		for _, rows := range []bool{false, true} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s (SpMMRows %v): no panic", name, rows)
+					}
+				}()
+				p, a := NewCPU(1), bad()
+				if rows {
+					p.SpMMRows(a, NewRowSet(a, []int32{0, 1}), NewMat(2, 4), NewMat(2, 4), false)
+				} else {
+					p.SpMM(a, NewMat(2, 4), NewMat(2, 4), false)
+				}
+			}()
 		}
-	}()
-	p := NewCPU(1)
-	p.SpMM(a, NewMat(2, 4), NewMat(2, 4), false)
+	}
 }
 
 func TestSplitByWeight(t *testing.T) {

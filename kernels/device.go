@@ -4,7 +4,10 @@
 // implementation (and the twin every accelerator kernel is tested against).
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // Mat is a dense row-major float32 matrix: element (i, j) is Data[i*Cols+j]
 // in host memory, or the float32 at address Ptr + 4*(i*Cols+j) in an
@@ -67,6 +70,9 @@ type Adj struct {
 	Col        []int32
 	Val        []float32
 	T          *Adj
+	// checked: the CPU's SpMM found Ptr and Col inside the matrix, a walk
+	// over every nonzero that an unchanging Adj needs once, not per call.
+	checked atomic.Bool
 }
 
 // Device runs the numerical primitives of GNN training. Matrices passed in

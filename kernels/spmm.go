@@ -24,6 +24,7 @@ func (p *CPU) SpMM(a *Adj, x, y *Mat, accumulate bool) {
 	if a.Rows == 0 {
 		return
 	}
+	checkAdj("SpMM", a)
 	t := &p.spmm
 	nnz := int(a.Ptr[a.Rows] - a.Ptr[0])
 	// A row costs its nnz reads plus one write of F elements.
@@ -67,6 +68,7 @@ func (p *CPU) SpMMRows(a *Adj, s *RowSet, x, y *Mat, accumulate bool) {
 	if len(s.Rows) == 0 {
 		return
 	}
+	checkAdj("SpMMRows", a)
 	t := &p.spmmRows
 	nc := p.chunks((int(s.weight[len(s.Rows)]) + len(s.Rows)) * max(x.Cols, 1))
 	t.bounds = splitByWeight(t.bounds, s.weight, nc)
@@ -107,13 +109,6 @@ func splitByWeight(buf []int, ptr []int64, nc int) []int {
 func (t *spmmTask) do(c int) {
 	a := t.a
 	lo, hi := t.bounds[c], t.bounds[c+1]
-	if t.rows != nil {
-		for _, i := range t.rows[lo:hi] {
-			t.checkCols(a.Col[a.Ptr[i]:a.Ptr[i+1]])
-		}
-	} else {
-		t.checkCols(a.Col[a.Ptr[lo]:a.Ptr[hi]])
-	}
 	if t.x.Cols == 0 || lo == hi {
 		return
 	}
@@ -130,13 +125,28 @@ func (t *spmmTask) do(c int) {
 	}
 }
 
-// checkCols panics on a column outside x (gatherAxpy does not check).
-func (t *spmmTask) checkCols(cols []int32) {
-	for _, j := range cols {
-		if uint32(j) >= uint32(t.x.Rows) {
-			panic(fmt.Sprintf("kernels: SpMM: column %d out of range [0, %d)", j, t.x.Rows))
+// checkAdj panics unless a's row pointers and columns lie inside it (the C
+// gather does not check; the callers check a.Cols against x). An Adj must
+// not change after its first use (Device), so this walk over every
+// nonzero runs on the first call only.
+func checkAdj(op string, a *Adj) {
+	if a.checked.Load() {
+		return
+	}
+	if a.Ptr[0] < 0 || a.Ptr[a.Rows] > int64(len(a.Col)) || a.Val != nil && a.Ptr[a.Rows] > int64(len(a.Val)) {
+		panic(fmt.Sprintf("kernels: %s: row pointers [%d, %d] outside %d columns, %d values", op, a.Ptr[0], a.Ptr[a.Rows], len(a.Col), len(a.Val)))
+	}
+	for i := range a.Rows {
+		if a.Ptr[i] > a.Ptr[i+1] {
+			panic(fmt.Sprintf("kernels: %s: row %d ends at %d before it starts at %d", op, i, a.Ptr[i+1], a.Ptr[i]))
 		}
 	}
+	for _, j := range a.Col[a.Ptr[0]:a.Ptr[a.Rows]] {
+		if uint32(j) >= uint32(a.Cols) {
+			panic(fmt.Sprintf("kernels: %s: column %d out of range [0, %d)", op, j, a.Cols))
+		}
+	}
+	a.checked.Store(true)
 }
 
 // row computes output row i in Go, the twin of simd.c's loop.
