@@ -179,6 +179,7 @@ func (p *CPU) attention(t *attentionTask, at *Attention, a *Adj, ptr []int64, tr
 // in edge order, so the bits do not depend on the thread count.
 func (p *CPU) AttentionForward(at *Attention, a *Adj, q, dst, stats, alpha, out *Mat, train bool) {
 	CheckAttention("kernels: AttentionForward", at, a, q, dst, stats, alpha, train)
+	checkAdj("AttentionForward", a)
 	checkMats("AttentionForward", q, dst, stats, alpha)
 	if out.Rows != a.Rows || out.Cols != at.OutCols() {
 		panic(fmt.Sprintf("kernels: AttentionForward: output %dx%d, expected %dx%d", out.Rows, out.Cols, a.Rows, at.OutCols()))
@@ -196,6 +197,7 @@ func (p *CPU) AttentionForward(at *Attention, a *Adj, q, dst, stats, alpha, out 
 // Both passes' sums run in edge order.
 func (p *CPU) AttentionBackward(at *Attention, a *Adj, e *EdgesBySource, q, dst, stats, alpha, dOut, rec, dq, dDst *Mat, train bool) {
 	CheckAttention("kernels: AttentionBackward", at, a, q, dst, stats, alpha, train)
+	checkAdj("AttentionBackward", a)
 	checkMats("AttentionBackward", q, dst, stats, alpha)
 	if rec.Rows != a.Rows || rec.Cols != at.RecordCols() {
 		panic(fmt.Sprintf("kernels: AttentionBackward: record %dx%d, expected %dx%d", rec.Rows, rec.Cols, a.Rows, at.RecordCols()))

@@ -182,6 +182,19 @@ func TestExpNonPos(t *testing.T) {
 
 // The attention kernels allocate nothing per call, like the others
 // (TestNoAllocs).
+// TestAttentionBadColumn: a source column outside q panics instead of
+// reaching the C gather.
+func TestAttentionBadColumn(t *testing.T) {
+	c := newAttentionCase(newRNG(48), 2, 4, false, 0)
+	c.a.Col[len(c.a.Col)-1] = int32(c.q.Rows)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic for an out-of-range column")
+		}
+	}()
+	c.run(NewCPU(1), true, false)
+}
+
 func TestAttentionNoAllocs(t *testing.T) {
 	rng := newRNG(47)
 	p := NewCPU(4)
