@@ -305,7 +305,9 @@ func TestResidualSettings(t *testing.T) {
 // TestEvalEvery: with the evaluation pass every 3 epochs (and at the
 // last), training is what it was with one every epoch, bit for bit; the
 // evaluated epochs measure the same accuracies and the others none, and
-// the summary comes from the evaluated epochs.
+// the summary comes from the evaluated epochs. (The training passes after
+// an evaluation take the first layer's self term from it, the others
+// compute their own: the same bits.)
 func TestEvalEvery(t *testing.T) {
 	ds, split, parts, mc := compressedSetup(t)
 	const epochs = 8

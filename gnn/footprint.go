@@ -13,8 +13,8 @@ package gnn
 // With residual, it adds residual coding's state (both ends' copies of
 // every layer's rows, both directions) and its scratch; with exactEval
 // (evaluation passes at full precision in a distributed run), the first
-// layer's cached exact input (Model.cacheExactInput) and the matrix its one
-// exchange fills.
+// layer's cached exact input (Model.cacheExactInput), the matrix its one
+// exchange fills and, for SAGE, the first layer's shared self term.
 // TestFootprint holds it to what NewModel allocates.
 func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, exactEval bool) float64 {
 	const f32 = 4
@@ -72,6 +72,9 @@ func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, ex
 		if projectFirst {
 			floats += rows * in
 		}
+	}
+	if exactEval && cfg.Model == "sage" {
+		floats += own * float64(dims[1]) // the shared self term (Model.self0)
 	}
 	floats += own * float64(cfg.Classes) // dlogits
 	floats += 2 * scratch

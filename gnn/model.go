@@ -148,6 +148,7 @@ func (m *Model) SyncToHost() {
 // SyncToDevice copies the host slices of the parameters and Adam moments
 // to the device (a no-op on the CPU), after a restore.
 func (m *Model) SyncToDevice() {
+	m.self0Valid = false // new weights
 	for _, p := range m.Params {
 		m.dev.Upload(p.w, p.W)
 		m.dev.Upload(p.m, p.M)
@@ -215,6 +216,16 @@ type Model struct {
 	// cross once (cacheExactInput) instead of every epoch. nil until then.
 	exactZ0   *kernels.Mat
 	exactPass bool
+	// self0 is the first layer's self term X Ws over the owned rows (SAGE),
+	// computed by an evaluation pass and kept for the training pass that
+	// follows it with the same weights, where ShareSelfTerm is set: the
+	// input does not change without dropout, so the two passes need one
+	// product. self0Valid: it holds the current weights' term.
+	self0      *kernels.Mat
+	self0Valid bool
+	// ShareSelfTerm turns that on (Trainer.Epoch: an evaluation pass of its
+	// own, no dropout).
+	ShareSelfTerm bool
 }
 
 // cachesExactInput reports whether cacheExactInput applies: not to GAT,
@@ -418,7 +429,11 @@ func (m *Model) Forward(x halo.Exchanger, train bool, epoch int) (*kernels.Mat, 
 		// The self term needs no halo row, so it comes first: it runs while
 		// the exchange is in flight.
 		var self func()
-		if ly.isSAGE {
+		switch {
+		case ly.isSAGE && l == 0 && m.ShareSelfTerm && (m.self0Valid || !train):
+			self = m.sharedSelf0(xOwn, ly, !m.self0Valid)
+			m.self0Valid = !train // a training pass ends in a step that changes the weights
+		case ly.isSAGE:
 			self = func() { d.Gemm(false, false, 1, xOwn, ly.ws, 0, ly.y) }
 		}
 		if l == 0 && !train && m.exactPass && m.exactZ0 != nil {
@@ -452,6 +467,22 @@ func (m *Model) Forward(x halo.Exchanger, train bool, epoch int) (*kernels.Mat, 
 		}
 	}
 	return m.layers[len(m.layers)-1].y, nil
+}
+
+// sharedSelf0 is the first layer's self term as an evaluation pass and the
+// training pass after it share it: it computes X Ws into m.self0 where
+// compute is set, then copies it into the layer's output.
+func (m *Model) sharedSelf0(xOwn *kernels.Mat, ly *layer, compute bool) func() {
+	d := m.dev
+	if m.self0 == nil {
+		m.self0 = d.NewMat(xOwn.Rows, ly.out)
+	}
+	return func() {
+		if compute {
+			d.Gemm(false, false, 1, xOwn, ly.ws, 0, m.self0)
+		}
+		d.Copy(ly.y, m.self0)
+	}
 }
 
 // aggregate fills x's halo rows and computes A x, into y when the layer

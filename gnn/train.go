@@ -232,6 +232,9 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 	evalCompressed := t.comp != nil && t.comp.evalCompressed
 	separateEval := m.Config.Dropout > 0 || m.Config.AttnDropout > 0 || (t.comp != nil && !evalCompressed)
 	evaluate := !separateEval || t.evaluates(epoch)
+	// Without dropout both passes see the same input and weights: the
+	// training pass takes the first layer's self term from the evaluation.
+	m.ShareSelfTerm = separateEval && m.Config.Dropout == 0
 	if separateEval && evaluate {
 		// An evaluation pass of its own, at the epoch's rates or raw.
 		if evalCompressed {
