@@ -28,6 +28,10 @@ func (p *CPU) AddBias(y *Mat, bias *Mat) {
 func (t *biasTask) do(c int) {
 	lo, hi := span(t.y.Rows, t.nc, c)
 	f := t.y.Cols
+	if !portable && f > 0 && hi > lo {
+		addBiasC(t.y.Data[lo*f:hi*f], t.b)
+		return
+	}
 	for i := lo; i < hi; i++ {
 		add(t.y.Data[i*f:i*f+f], t.b)
 	}
@@ -69,6 +73,10 @@ func (t *biasGradTask) do(c int) {
 	f := t.dy.Cols
 	lo, hi := span(t.dy.Rows, t.nb, c)
 	s := t.part[c*f : c*f+f]
+	if !portable && f > 0 && hi > lo {
+		colSumsC(t.dy.Data[lo*f:hi*f], s)
+		return
+	}
 	clear(s)
 	for i := lo; i < hi; i++ {
 		row := t.dy.Data[i*f : i*f+f]

@@ -291,3 +291,53 @@ void gnn_relu_backward(int avx2, const float* y, const float* dy, float* dx, int
     else
         relu_back_base(y, dy, dx, n);
 }
+
+// Row i of y (rows x f) += b; one float add per value.
+INLINE void add_bias_body(float* restrict y, const float* restrict b, int64_t rows, int64_t f) {
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < f; j++) y[i * f + j] += b[j];
+}
+
+// s[j] = the sum over the rows of y (rows x f) of y[i][j] in float64, in row
+// order: the vector runs across columns, so each column's sum is the
+// sequential one of the Go twin.
+// Four rows at a time, so that s is loaded and stored once per four adds.
+INLINE void col_sums_body(const float* restrict y, int64_t rows, int64_t f, double* restrict s) {
+    for (int64_t j = 0; j < f; j++) s[j] = 0;
+    int64_t i = 0;
+    for (; i + 4 <= rows; i += 4) {
+        const float *restrict y0 = y + i * f, *restrict y1 = y0 + f, *restrict y2 = y1 + f, *restrict y3 = y2 + f;
+        for (int64_t j = 0; j < f; j++) {
+            double t = s[j];
+            t += (double)y0[j];
+            t += (double)y1[j];
+            t += (double)y2[j];
+            t += (double)y3[j];
+            s[j] = t;
+        }
+    }
+    for (; i < rows; i++)
+        for (int64_t j = 0; j < f; j++) s[j] += (double)y[i * f + j];
+}
+
+AVX2 static void add_bias_avx2(float* y, const float* b, int64_t rows, int64_t f) { add_bias_body(y, b, rows, f); }
+static void add_bias_base(float* y, const float* b, int64_t rows, int64_t f) { add_bias_body(y, b, rows, f); }
+AVX512 static void col_sums_avx512(const float* y, int64_t rows, int64_t f, double* s) { col_sums_body(y, rows, f, s); }
+AVX2 static void col_sums_avx2(const float* y, int64_t rows, int64_t f, double* s) { col_sums_body(y, rows, f, s); }
+static void col_sums_base(const float* y, int64_t rows, int64_t f, double* s) { col_sums_body(y, rows, f, s); }
+
+void gnn_add_bias(int avx2, float* y, const float* b, int64_t rows, int64_t f) {
+    if (avx2)
+        add_bias_avx2(y, b, rows, f);
+    else
+        add_bias_base(y, b, rows, f);
+}
+
+void gnn_col_sums(int level, const float* y, int64_t rows, int64_t f, double* s) {
+    if (level >= 2)
+        col_sums_avx512(y, rows, f, s);
+    else if (level == 1)
+        col_sums_avx2(y, rows, f, s);
+    else
+        col_sums_base(y, rows, f, s);
+}

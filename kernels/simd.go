@@ -1,7 +1,9 @@
 package kernels
 
-// The C loops of simd.c: the aggregation's row sums and the ReLU pair, for
-// AVX2 where the CPU has it, else for the baseline ISA.
+// The C loops of simd.c: the aggregation's row sums, the ReLU pair, the
+// bias add and the bias gradient's column sums, for AVX2 (the row and
+// column sums also for AVX-512) where the CPU has it, else for the
+// baseline ISA.
 
 /*
 #cgo CFLAGS: -O3 -std=c11
@@ -11,6 +13,8 @@ void gnn_spmm(int level, float* y, const float* x, int64_t f, const int64_t* ptr
               const int32_t* rows, int64_t lo, int64_t hi, int acc);
 void gnn_relu(int avx2, const float* x, float* y, int64_t n);
 void gnn_relu_backward(int avx2, const float* y, const float* dy, float* dx, int64_t n);
+void gnn_add_bias(int avx2, float* y, const float* b, int64_t rows, int64_t f);
+void gnn_col_sums(int level, const float* y, int64_t rows, int64_t f, double* s);
 */
 import "C"
 
@@ -75,4 +79,16 @@ func reluC(x, y []float32) {
 
 func reluBackwardC(y, dy, dx []float32) {
 	C.gnn_relu_backward(cBool(avx2), f32p(y), f32p(dy), f32p(dx), C.int64_t(len(y)))
+}
+
+// addBiasC adds b to each of the len(y)/len(b) rows of y.
+func addBiasC(y, b []float32) {
+	C.gnn_add_bias(cBool(avx2), f32p(y), f32p(b), C.int64_t(len(y)/len(b)), C.int64_t(len(b)))
+}
+
+// colSumsC sets s to the float64 column sums of the len(y)/len(s) rows of
+// y, each in row order (BenchmarkBias: AVX-512 twice the AVX2 loop's
+// speed, whose float64 lanes are half as many).
+func colSumsC(y []float32, s []float64) {
+	C.gnn_col_sums(C.int(simdLevel()), f32p(y), C.int64_t(len(y)/len(s)), C.int64_t(len(s)), (*C.double)(unsafe.Pointer(&s[0])))
 }

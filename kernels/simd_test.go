@@ -136,3 +136,30 @@ func TestSIMDReLUEqualsGo(t *testing.T) {
 		}
 	})
 }
+
+// TestSIMDBiasEqualsGo: the C bias add and the bias gradient's column sums
+// give the Go loops' bits, at widths around the vector sizes and row
+// counts that split into several blocks.
+func TestSIMDBiasEqualsGo(t *testing.T) {
+	rng := newRNG(33)
+	simdVariants(t, func(t *testing.T) {
+		p := NewCPU(2)
+		defer p.Close()
+		for _, f := range []int{1, 3, 4, 7, 8, 9, 16, 40, 64, 65, 256} {
+			for _, rows := range []int{0, 1, 5, 300, 5000} {
+				y, b := specialMat(rng, rows, f), specialMat(rng, 1, f)
+				got, want := copyMat(y), copyMat(y)
+				p.AddBias(got, b)
+				goTwin(func() { p.AddBias(want, b) })
+				sameBits(t, fmt.Sprintf("AddBias %dx%d", rows, f), got.Data, want.Data)
+				for _, acc := range []bool{false, true} {
+					d0 := specialMat(rng, 1, f)
+					dg, dw := copyMat(d0), copyMat(d0)
+					p.BiasGrad(y, dg, acc)
+					goTwin(func() { p.BiasGrad(y, dw, acc) })
+					sameBits(t, fmt.Sprintf("BiasGrad %dx%d acc=%v", rows, f, acc), dg.Data, dw.Data)
+				}
+			}
+		}
+	})
+}
