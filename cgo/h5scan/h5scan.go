@@ -144,6 +144,20 @@ static int check_heap_refs(scan_state *s, const char *obj, hid_t a, hid_t d, hid
 	return 0;
 }
 
+// c_var_string reports whether the variable-length string type t is one of
+// C characters (as h5py and our writer make them; h5dump's CTYPE H5T_C_S1).
+// A corrupt file can give it another character type, which libhdf5
+// converts by allocating without bound: the scan's memory limit makes that
+// allocation fail and the read pass, where the reader would not.
+static int c_var_string(hid_t t) {
+	hid_t c = H5Tcopy(H5T_C_S1);
+	if (c < 0) return 0;
+	int ok = H5Tset_size(c, H5T_VARIABLE) >= 0 && H5Tset_cset(c, H5Tget_cset(t)) >= 0 &&
+		H5Tset_strpad(c, H5Tget_strpad(t)) >= 0 && H5Tequal(t, c) > 0;
+	H5Tclose(c);
+	return ok;
+}
+
 // read_value reads n values of type t from an attribute (a >= 0) or a
 // dataset (d >= 0) into scratch memory, variable-length strings included.
 static int read_value(scan_state *s, const char *obj, hid_t a, hid_t d, hid_t t, hssize_t n) {
@@ -163,6 +177,8 @@ static int read_value(scan_state *s, const char *obj, hid_t a, hid_t d, hid_t t,
 		if (rc < 0) return -1;
 	}
 	if (H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) > 0) {
+		if (!c_var_string(t))
+			return failf(s, obj, "has a variable-length string type of no known character type");
 		hid_t mt = H5Tcopy(H5T_C_S1);
 		H5Tset_size(mt, H5T_VARIABLE);
 		H5Tset_cset(mt, H5Tget_cset(t)); // h5py writes UTF-8
@@ -296,6 +312,34 @@ static int scan(const char *path, long long file_size, char *msg) {
 	strcpy(msg, s.msg);
 	return rc < 0 ? -1 : 0;
 }
+
+// read_var_string reads the scalar variable-length string attribute a
+// into *out (malloc'd, NUL-terminated) through the memory type the scan
+// reads it with: C characters of the file's character set, not the file's
+// own type, whose character type a corrupt file may make one libhdf5
+// converts without bound.
+static int read_var_string(hid_t a, char **out) {
+	*out = NULL;
+	hid_t t = H5Aget_type(a);
+	if (t < 0) return -1;
+	H5T_cset_t cs = H5Tget_cset(t);
+	int ok = c_var_string(t);
+	H5Tclose(t);
+	if (!ok || (cs != H5T_CSET_ASCII && cs != H5T_CSET_UTF8)) return -1;
+	hid_t mt = H5Tcopy(H5T_C_S1);
+	if (mt < 0) return -1;
+	char *s = NULL;
+	herr_t rc = -1;
+	if (H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Tset_cset(mt, cs) >= 0) rc = H5Aread(a, mt, &s);
+	H5Tclose(mt);
+	if (rc < 0) return -1;
+	if (s) {
+		*out = strdup(s);
+		H5free_memory(s);
+		if (!*out) return -1;
+	}
+	return 0;
+}
 */
 import "C"
 
@@ -305,6 +349,18 @@ import (
 	"runtime"
 	"unsafe"
 )
+
+// ReadVarString reads the scalar variable-length string attribute whose
+// libhdf5 id is attr, as the scan reads it (see read_var_string); a file
+// the scan passed reads the same way here. A missing value reads as "".
+func ReadVarString(attr int64) (string, error) {
+	var s *C.char
+	if C.read_var_string(C.hid_t(attr), &s) != 0 {
+		return "", errors.New("cannot read the string")
+	}
+	defer C.free(unsafe.Pointer(s))
+	return C.GoString(s), nil
+}
 
 // Scan walks the HDF5 file at path as described in the package comment
 // and returns nil if every object could be read, else what could not (an

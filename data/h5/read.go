@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gnn-spmd/gnn-spmd/cgo/h5scan"
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"gonum.org/v1/hdf5"
 )
@@ -295,8 +296,8 @@ func (f *File) stringAttr(g *hdf5.Group, name string) (string, error) {
 	defer a.Close()
 	defer dt.Close()
 	if (&hdf5.VarLenType{Datatype: *dt}).IsVariableStr() {
-		var s string
-		if err := a.Read(&s, dt); err != nil {
+		s, err := h5scan.ReadVarString(a.ID())
+		if err != nil {
 			return "", f.errorf(field, "cannot be read: the file is corrupt")
 		}
 		return s, nil
