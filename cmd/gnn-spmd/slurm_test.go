@@ -333,6 +333,9 @@ func TestSlurm(t *testing.T) {
 		ck, m := filepath.Join(filepath.Dir(out), "c.h5"), filepath.Join(filepath.Dir(out), "m.jsonl")
 		id := s.sbatch(t, out, append([]string{"--ntasks=" + np, repoScript(t, script)},
 			append(long, "--metrics", m, "--checkpoint", ck, "--checkpoint-every", "100000")...)...)
+		// A subtest that fails must not leave its job training on the
+		// CPUs the next one needs.
+		t.Cleanup(func() { s.cmd(context.Background(), "scancel", "--signal=KILL", "--full", id).Run() })
 		// The job may wait for the CPUs of one just cancelled.
 		if !waitLine(out, "epoch    3", 3*time.Minute) {
 			b, _ := os.ReadFile(out)
