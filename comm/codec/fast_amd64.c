@@ -800,10 +800,14 @@ AVX2 static inline __attribute__((always_inline)) void delta_update(float* s, co
 // memory without it (BenchmarkResidualExchange in comm/halo).
 #define DELTA_AHEAD 4
 
-// prefetch_rows asks for every cache line of the cols values at x and at s.
+// prefetch_rows asks for every cache line of the cols values at x and,
+// where s is not NULL, at s.
 static inline void prefetch_rows(const float* x, const float* s, int cols) {
-    for (int j = 0; j < cols; j += 16) __builtin_prefetch(x + j), __builtin_prefetch(s + j);
-    __builtin_prefetch(x + cols - 1), __builtin_prefetch(s + cols - 1);
+    for (int j = 0; j < cols; j += 16) __builtin_prefetch(x + j);
+    __builtin_prefetch(x + cols - 1);
+    if (!s) return;
+    for (int j = 0; j < cols; j += 16) __builtin_prefetch(s + j);
+    __builtin_prefetch(s + cols - 1);
 }
 
 // gnn_quant_delta_encode is DeltaEncode (delta.go) for quant(b), b < 16, in
@@ -851,7 +855,7 @@ AVX2 void gnn_quant_decode_add(float* ref, const int32_t* rowsIdx, int64_t rows,
         const int64_t at = (int64_t)rowsIdx[k] * cols;
         if (k + DELTA_AHEAD < rows) {
             const int64_t next = (int64_t)rowsIdx[k + DELTA_AHEAD] * cols;
-            prefetch_rows(ref + next, out ? out + next : ref + next, cols);
+            prefetch_rows(ref + next, out ? out + next : NULL, cols);
         }
         quant_decode_row(ref + at, src + k * stride, srclen - k * stride, cols, b, 1);
         if (out) memcpy(out + at, ref + at, 4 * (size_t)cols); // from L1
