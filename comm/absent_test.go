@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestAbsent names a stopped and an exited process on this host, and the
@@ -17,6 +18,13 @@ func TestAbsent(t *testing.T) {
 	}
 	defer sleeper.Process.Kill()
 	syscall.Kill(sleeper.Process.Pid, syscall.SIGSTOP)
+	// The signal is delivered asynchronously: wait until /proc shows the stop.
+	for deadline := time.Now().Add(10 * time.Second); procState(sleeper.Process.Pid) != "T"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d not stopped after 10s: state %q", sleeper.Process.Pid, procState(sleeper.Process.Pid))
+		}
+		time.Sleep(time.Millisecond)
+	}
 	done := exec.Command("true")
 	done.Run()
 	here, there := hostID(), hostID()+1
