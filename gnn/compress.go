@@ -40,6 +40,12 @@ type CompressConfig struct {
 	// sent (halo.Residual.Skip; 0 sends every row). -1, the default, is
 	// RecommendedResidualSkip under the recommended quant setting, else 0.
 	ResidualSkip float64
+	// GradSkip leaves out of the lossy backward exchanges that code no
+	// residuals every gradient row whose squared norm is below GradSkip
+	// times the mean of its message's rows (halo.Residual.SkipGrad; 0 sends
+	// every row). -1, the default, is RecommendedGradSkip under the
+	// recommended quant setting, else 0.
+	GradSkip float64
 }
 
 // DefaultCompressConfig is no compression, with the recommended schedule
@@ -47,7 +53,7 @@ type CompressConfig struct {
 // slope 5) ready for the varco schedule.
 func DefaultCompressConfig() CompressConfig {
 	return CompressConfig{Codec: "none", Schedule: "recommended", Ratio: 1, RatioMax: 128, RatioMin: 1.5, Slope: 5, Kappa: DefaultKappa,
-		Residual: "auto", ResidualSkip: -1}
+		Residual: "auto", ResidualSkip: -1, GradSkip: -1}
 }
 
 // RecommendedQuantRatio is the rate of the recommended quant setting: 2
@@ -64,6 +70,9 @@ const (
 	RecommendedResidual     = "forward"
 	RecommendedResidualSkip = 0.02
 	RecommendedQuantBitsBwd = 1
+	// RecommendedGradSkip leaves out the gradient rows below a tenth of
+	// their message's mean squared norm (docs/VARCO.md).
+	RecommendedGradSkip = 0.1
 )
 
 // Backward is the codec kind of the returned gradients.
@@ -171,14 +180,22 @@ func (c CompressConfig) residual(fwd codec.Kind) (halo.Residual, error) {
 			mode = RecommendedResidual
 		}
 	}
-	r := halo.Residual{Skip: float32(skip)}
+	gradSkip, err := c.gradSkip(recommended)
+	if err != nil {
+		return halo.Residual{}, err
+	}
+	r := halo.Residual{Skip: float32(skip), SkipGrad: float32(gradSkip)}
 	switch mode {
 	case "on":
 		r.Forward, r.Backward = true, true
 	case "forward":
 		r.Forward = true
 	case "off":
-		return halo.Residual{}, nil
+		r.Skip = 0
+		if r.SkipGrad == 0 {
+			return halo.Residual{}, nil
+		}
+		return r, nil
 	default:
 		return halo.Residual{}, fmt.Errorf("residual: got %q, expected auto, on, forward or off", c.Residual)
 	}
@@ -186,6 +203,22 @@ func (c CompressConfig) residual(fwd codec.Kind) (halo.Residual, error) {
 		return halo.Residual{}, fmt.Errorf("residual: %s needs a codec (--codec)", mode)
 	}
 	return r, nil
+}
+
+// gradSkip is the gradient skip threshold, the default (-1) resolved.
+func (c CompressConfig) gradSkip(recommended bool) (float64, error) {
+	switch s := c.GradSkip; {
+	case s == -1 && recommended:
+		return RecommendedGradSkip, nil
+	case s == -1 || s == 0:
+		return 0, nil
+	case !(s > 0 && s <= 1):
+		return 0, fmt.Errorf("grad-skip: got %v, expected a number in [0, 1]", s)
+	case c.Backward() == "none":
+		return 0, fmt.Errorf("grad-skip: the gradients go raw (codec %q, codec-bwd %q); it needs a lossy backward codec", c.Codec, c.CodecBwd)
+	default:
+		return s, nil
+	}
 }
 
 // skip is the residual skip threshold, the default (-1) resolved.
@@ -202,15 +235,22 @@ func (c CompressConfig) skip(recommended bool) (float64, error) {
 	}
 }
 
-// WithResidualResolved returns c with an auto residual mode and a default
-// threshold made what they mean, so that a checkpoint records what ran:
-// the recommended setting's choice where residual coding can run (host
-// memory; not on a GPU yet), else off.
+// WithResidualResolved returns c with an auto residual mode and default
+// thresholds made what they mean, so that a checkpoint records what ran:
+// the recommended setting's choice where residual coding and gradient
+// skipping can run (host memory; not on a GPU yet), else off.
 func (c CompressConfig) WithResidualResolved(host bool) CompressConfig {
 	fwd, _ := codec.ParseKind(c.Codec)
 	r, err := c.residual(fwd)
-	if skip, serr := c.skip(c.Schedule == "recommended" && fwd == codec.KindQuant); serr == nil {
+	recommended := c.Schedule == "recommended" && fwd == codec.KindQuant
+	if skip, serr := c.skip(recommended); serr == nil {
 		c.ResidualSkip = skip
+	}
+	if g, gerr := c.gradSkip(recommended); gerr == nil && c.GradSkip == -1 {
+		c.GradSkip = 0
+		if host {
+			c.GradSkip = g
+		}
 	}
 	if c.Residual == "auto" {
 		c.Residual = "off"

@@ -302,6 +302,50 @@ func TestResidualSettings(t *testing.T) {
 	}
 }
 
+// TestGradSkipSettings: the gradient skip threshold is checked, its
+// default is the recommended setting's on host memory and 0 elsewhere, and
+// it reaches the exchange whatever the residual mode.
+func TestGradSkipSettings(t *testing.T) {
+	for _, tc := range []struct {
+		codec, bwd, schedule, residual string
+		skip                           float64
+		want                           string // the threshold resolved, or the error's start
+	}{
+		{"quant", "", "recommended", "auto", -1, "0.1"},
+		{"quant", "", "fixed", "auto", -1, "0"},
+		{"quant", "", "fixed", "off", 0.3, "0.3"},
+		{"quant", "", "varco", "on", 0.3, "0.3"},
+		{"none", "", "recommended", "auto", -1, "0"},
+		{"quant", "", "fixed", "off", 1.5, "grad-skip: got 1.5"},
+		{"quant", "", "fixed", "off", math.NaN(), "grad-skip: got NaN"},
+		{"quant", "none", "fixed", "off", 0.1, "grad-skip: the gradients go raw"},
+		{"none", "", "fixed", "off", 0.1, "grad-skip: the gradients go raw"},
+	} {
+		c := DefaultCompressConfig()
+		c.Codec, c.CodecBwd, c.Schedule, c.Residual, c.GradSkip = tc.codec, tc.bwd, tc.schedule, tc.residual, tc.skip
+		got := ""
+		if err := c.Validate(10); err != nil {
+			got = err.Error()
+		} else {
+			resolved := c.WithResidualResolved(true)
+			got = fmt.Sprint(resolved.GradSkip)
+			fwd, _ := codec.ParseKind(c.Codec)
+			if r, _ := resolved.residual(fwd); float64(r.SkipGrad) != float64(float32(resolved.GradSkip)) {
+				t.Errorf("%+v: the exchange gets %v, the run records %v", tc, r.SkipGrad, resolved.GradSkip)
+			}
+		}
+		if len(got) < len(tc.want) || got[:len(tc.want)] != tc.want {
+			t.Errorf("%+v: %q, want %q", tc, got, tc.want)
+		}
+	}
+	// Not on a GPU, which cannot run it: the default resolves to 0 there.
+	c := DefaultCompressConfig()
+	c.Codec = "quant"
+	if got := c.WithResidualResolved(false).GradSkip; got != 0 {
+		t.Errorf("on a GPU the default threshold resolved to %v, want 0", got)
+	}
+}
+
 // TestEvalEvery: with the evaluation pass every 3 epochs (and at the
 // last), training is what it was with one every epoch, bit for bit; the
 // evaluated epochs measure the same accuracies and the others none, and

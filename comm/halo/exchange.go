@@ -271,6 +271,10 @@ func (x *Exchange[P]) BackwardSend(layer int, dh *kernels.Mat) error {
 		hx, mem, _ := hostResidual(x)
 		return residualBackwardSend(hx, mem, layer, dh, c)
 	}
+	if x.gradSkipOn(c) {
+		hx, mem, _ := hostResidual(x)
+		return skipGradSend(hx, mem, layer, dh, c)
+	}
 	x.stage = x.mem.Scratch(&x.stageBuf, pl.SendRows(), f)
 	if c.Raw() { // raw rows go from dh and land in the stage
 		if err := x.mem.Sync(); err != nil { // the transport's clock starts next
@@ -309,6 +313,10 @@ func (x *Exchange[P]) BackwardAdd(layer int, own *kernels.Mat) error {
 	if x.residualOn(1, c) {
 		hx, mem, _ := hostResidual(x)
 		return residualBackwardAdd(hx, mem, layer, own, c)
+	}
+	if x.gradSkipOn(c) {
+		hx, mem, _ := hostResidual(x)
+		return skipGradAdd(hx, mem, layer, own, c)
 	}
 	start, err := x.now()
 	if err != nil {

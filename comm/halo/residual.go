@@ -27,6 +27,11 @@ type Residual struct {
 	// before the rows) says which rows follow. Both ends keep R for the rows
 	// left out, whose residual carries into the next exchange.
 	Skip float32
+	// SkipGrad, when > 0, leaves out of every backward exchange that codes
+	// no residuals (and is not raw) each gradient row whose squared norm is
+	// below SkipGrad times the mean over the rows going to the same peer
+	// (see gradskip.go): a bitmap per peer, as with Skip, and no state.
+	SkipGrad float32
 }
 
 // ResidualMemory is a host Memory that residual coding runs on (the bitmaps
@@ -76,6 +81,7 @@ type residualScratch struct {
 	sentK, recvK  []int       // rows kept per peer
 	wire          []byte      // the fused encoder's payloads, all peers
 	wireP         [][]byte    // their per-peer views, at their largest
+	norms         []float64   // gradient skipping: the rows' squared norms
 }
 
 // prepare sizes the scratch for q peers and states of up to rows rows.
@@ -160,7 +166,7 @@ func hostResidual[P any](x *Exchange[P]) (*Exchange[[]byte], ResidualMemory, err
 			return hx, mem, nil
 		}
 	}
-	return nil, nil, fmt.Errorf("residual coding runs on host memory only, not in a %T exchange", x.mem)
+	return nil, nil, fmt.Errorf("residual coding and gradient row skipping run on host memory only, not in a %T exchange", x.mem)
 }
 
 // SetResidual switches residual coding on or off for the exchanges that
@@ -168,7 +174,7 @@ func hostResidual[P any](x *Exchange[P]) (*Exchange[[]byte], ResidualMemory, err
 // part of the training stream). It fails when the exchange's memory cannot
 // run it.
 func (x *Exchange[P]) SetResidual(r Residual) error {
-	if r.On() {
+	if r.On() || r.SkipGrad > 0 {
 		if _, _, err := hostResidual(x); err != nil {
 			return err
 		}

@@ -99,6 +99,8 @@ func (c *Config) fields() []field {
 		// Checkpoints from before residual coding ran without it.
 		{name: "residual", flag: "--residual", ptr: &r.Residual, absent: "off"},
 		{name: "residual_skip", flag: "--residual-skip", ptr: &r.ResidualSkip, absent: 0.0},
+		// Checkpoints from before gradient row skipping sent every row.
+		{name: "grad_skip", flag: "--grad-skip", ptr: &r.GradSkip, absent: 0.0},
 		{name: "normalize_features", flag: "--normalize-features", ptr: &d.NormalizeFeatures},
 		{name: "no_comm", flag: "--no-comm", ptr: &d.NoComm},
 		{name: "split", flag: "--split", ptr: &d.Split},

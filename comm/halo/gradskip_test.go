@@ -1,0 +1,129 @@
+package halo
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+)
+
+// TestGradBitmap: a row goes when its squared norm reaches tau times the
+// mean of the rows', and always when it is not finite.
+func TestGradBitmap(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(-1))
+	// Squared norms 25, 0.25, 4, 0, 1: mean 6.05, so tau 0.5 cuts at 3.025.
+	m := kernels.Mat{Rows: 6, Cols: 2, Data: []float32{9, 9, 3, 4, 0.3, -0.4, 2, 0, 0, 0, 1, 0}}
+	norms := make([]float64, 5)
+	bitmap := []byte{0xff}
+	if n := gradBitmap(&m, 1, 5, 0.5, norms, bitmap); bitmap[0] != 0b00101 || n != 2 {
+		t.Errorf("bitmap %08b (%d rows), expected 00000101 (2 rows)", bitmap[0], n)
+	}
+	for _, bad := range []float32{nan, inf} {
+		m.Data[9] = bad // row 4: kept, and with an infinite mean every row is
+		want := byte(0b01000)
+		if math.IsInf(float64(bad), 0) {
+			want = 0b11111
+		}
+		if n := gradBitmap(&m, 1, 5, 0.5, norms, bitmap); bitmap[0]&want != want {
+			t.Errorf("%v in a row: bitmap %08b (%d rows), expected at least %08b", bad, bitmap[0], n, want)
+		}
+	}
+}
+
+// TestSkipGradBackward: with gradient row skipping every owner adds exactly
+// the returned rows whose squared norm reaches tau times the mean of their
+// message, the bytes are the bitmaps and those rows, and the AVX2 and Go
+// paths add the same bits under a lossy codec.
+func TestSkipGradBackward(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	l := randomLayout(rng, 3)
+	const f, tau = 4, 0.3
+	grad := func(row, col int) float32 { // most rows small, some large
+		if row%3 == 0 {
+			return float32(row+1) + float32(col)
+		}
+		return float32(col+1) / 64
+	}
+	for _, c := range []codec.Spec{codec.Trunc(1), codec.Quant(2)} {
+		var got [2][]*kernels.Mat
+		for m, on := range fastModes(t) {
+			fast = on
+			bwd := make([]int64, 3)
+			got[m] = runExchange(t, l, f, func(x *Exchange[[]byte], h *kernels.Mat) error {
+				x.SetCodecs(0, codec.None(), c)
+				if err := x.SetResidual(Residual{SkipGrad: tau}); err != nil {
+					return err
+				}
+				for i := x.plan.Owned; i < h.Rows; i++ {
+					for j := range f {
+						h.Data[i*f+j] = grad(i-x.plan.Owned, j)
+					}
+				}
+				if err := backward(x, 0, h); err != nil {
+					return err
+				}
+				b := make([]int64, 1)
+				x.Meter().AddBytes(make([]int64, 1), b)
+				bwd[x.plan.Rank] = b[0]
+				return nil
+			})
+			if c != codec.Trunc(1) {
+				continue
+			}
+			var expected int64 // the bitmaps and kept rows every owner receives
+			for r := range 3 { // r owns the rows, p returns their gradients
+				want := make([]float32, l.owned[r]*f)
+				for i := range want {
+					want[i] = value(r, i/f, i%f)
+				}
+				var bytes int64
+				for p := range 3 {
+					rows := l.send[r][p]
+					if p == r || len(rows) == 0 {
+						continue
+					}
+					lo := l.recvStart(p)[r]
+					var total float64
+					norm := func(k int) (s float64) {
+						for j := range f {
+							s += float64(grad(lo+k, j)) * float64(grad(lo+k, j))
+						}
+						return s
+					}
+					for k := range rows {
+						total += norm(k)
+					}
+					bytes += int64(bitmapSize(len(rows)))
+					for k, i := range rows {
+						if norm(k) >= tau*total/float64(len(rows)) {
+							bytes += 4 * f
+							for j := range f {
+								want[int(i)*f+j] += grad(lo+k, j)
+							}
+						}
+					}
+				}
+				for i, w := range want {
+					if g := got[m][r].Data[i]; g != w {
+						t.Fatalf("fast %v: rank %d value %d: %v, want %v", on, r, i, g, w)
+					}
+				}
+				expected += bytes
+			}
+			if sent := bwd[0] + bwd[1] + bwd[2]; sent != expected {
+				t.Errorf("fast %v: %d backward bytes sent, expected %d (bitmaps and kept rows)", on, sent, expected)
+			}
+		}
+		if len(got[1]) > 0 { // the same bits either way
+			for r := range 3 {
+				for i := range got[0][r].Data {
+					if math.Float32bits(got[0][r].Data[i]) != math.Float32bits(got[1][r].Data[i]) {
+						t.Fatalf("%s: rank %d value %d: Go %v, AVX2 %v", c.Name(), r, i, got[0][r].Data[i], got[1][r].Data[i])
+					}
+				}
+			}
+		}
+	}
+}
