@@ -46,6 +46,11 @@ type CompressConfig struct {
 	// every row). -1, the default, is RecommendedGradSkip under the
 	// recommended quant setting, else 0.
 	GradSkip float64
+	// GroupWidth makes the quant rows of a layer narrower than GroupWidth
+	// values share one header per ceil(GroupWidth/width) consecutive rows
+	// (codec.Spec.Grouped; 0 gives every row its own). -1, the default, is
+	// RecommendedGroupWidth under the recommended quant setting, else 0.
+	GroupWidth int
 }
 
 // DefaultCompressConfig is no compression, with the recommended schedule
@@ -53,7 +58,7 @@ type CompressConfig struct {
 // slope 5) ready for the varco schedule.
 func DefaultCompressConfig() CompressConfig {
 	return CompressConfig{Codec: "none", Schedule: "recommended", Ratio: 1, RatioMax: 128, RatioMin: 1.5, Slope: 5, Kappa: DefaultKappa,
-		Residual: "auto", ResidualSkip: -1, GradSkip: -1}
+		Residual: "auto", ResidualSkip: -1, GradSkip: -1, GroupWidth: -1}
 }
 
 // RecommendedQuantRatio is the rate of the recommended quant setting: 2
@@ -73,6 +78,9 @@ const (
 	// RecommendedGradSkip leaves out the gradient rows below a tenth of
 	// their message's mean squared norm (docs/VARCO.md).
 	RecommendedGradSkip = 0.1
+	// RecommendedGroupWidth gives rows narrower than 64 values a shared
+	// header (docs/VARCO.md).
+	RecommendedGroupWidth = 64
 )
 
 // Backward is the codec kind of the returned gradients.
@@ -110,6 +118,7 @@ type compression struct {
 	rawLastLayer   bool
 	residual       halo.Residual
 	bwdBits        int // the gradients' quant bits on lossy layers; 0: the schedule's rate
+	groupWidth     int // quant rows narrower than this share headers; 0: none do
 }
 
 // build parses and validates c, returning nil when nothing is compressed.
@@ -148,7 +157,11 @@ func (c CompressConfig) build(epochs int) (*compression, error) {
 	if fwd == codec.KindNone && bwd == codec.KindNone {
 		return nil, nil
 	}
-	comp := &compression{fwd: fwd, bwd: bwd, schedule: s, evalCompressed: c.EvalCompressed, rawLastLayer: c.RawLastLayer, residual: res}
+	gw, err := c.groupWidth(c.Schedule == "recommended" && fwd == codec.KindQuant)
+	if err != nil {
+		return nil, err
+	}
+	comp := &compression{fwd: fwd, bwd: bwd, schedule: s, evalCompressed: c.EvalCompressed, rawLastLayer: c.RawLastLayer, residual: res, groupWidth: gw}
 	if c.Schedule == "recommended" && fwd == codec.KindQuant && bwd == codec.KindQuant {
 		comp.bwdBits = RecommendedQuantBitsBwd
 	}
@@ -205,6 +218,29 @@ func (c CompressConfig) residual(fwd codec.Kind) (halo.Residual, error) {
 	return r, nil
 }
 
+// groupWidth is the header-sharing width, the default (-1) resolved.
+func (c CompressConfig) groupWidth(recommended bool) (int, error) {
+	switch w := c.GroupWidth; {
+	case w == -1 && recommended:
+		return RecommendedGroupWidth, nil
+	case w == -1:
+		return 0, nil
+	case w < 0 || w > codec.MaxGroup:
+		return 0, fmt.Errorf("group-width: got %d, expected 0 (a header per row) to %d values", w, codec.MaxGroup)
+	default:
+		return w, nil
+	}
+}
+
+// GroupFor is the rows per header of a layer whose rows are width wide,
+// under header-sharing width w.
+func GroupFor(w, width int) int {
+	if width <= 0 || width >= w {
+		return 1
+	}
+	return min((w+width-1)/width, codec.MaxGroup)
+}
+
 // gradSkip is the gradient skip threshold, the default (-1) resolved.
 func (c CompressConfig) gradSkip(recommended bool) (float64, error) {
 	switch s := c.GradSkip; {
@@ -245,6 +281,12 @@ func (c CompressConfig) WithResidualResolved(host bool) CompressConfig {
 	recommended := c.Schedule == "recommended" && fwd == codec.KindQuant
 	if skip, serr := c.skip(recommended); serr == nil {
 		c.ResidualSkip = skip
+	}
+	if w, werr := c.groupWidth(recommended); werr == nil && c.GroupWidth == -1 {
+		c.GroupWidth = 0
+		if host {
+			c.GroupWidth = w
+		}
 	}
 	if g, gerr := c.gradSkip(recommended); gerr == nil && c.GradSkip == -1 {
 		c.GradSkip = 0
@@ -299,6 +341,8 @@ func (c *compression) codecs(rates []float64, widths []int, fwd, bwd []codec.Spe
 		if c.bwdBits > 0 {
 			bwd[l] = codec.Quant(c.bwdBits)
 		}
+		g := GroupFor(c.groupWidth, widths[l])
+		fwd[l], bwd[l] = fwd[l].Grouped(g), bwd[l].Grouped(g)
 		switch c.fwd {
 		case codec.KindQuant:
 			bits[l] = codec.QuantBitsForRate(r)

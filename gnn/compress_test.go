@@ -346,6 +346,58 @@ func TestGradSkipSettings(t *testing.T) {
 	}
 }
 
+// TestGroupWidthSettings: the header-sharing width is checked, its default
+// is the recommended setting's on host memory and 0 elsewhere, and a
+// layer's codecs share headers where its rows are narrower.
+func TestGroupWidthSettings(t *testing.T) {
+	for _, tc := range []struct {
+		schedule string
+		width    int
+		want     string
+	}{
+		{"recommended", -1, "64"},
+		{"fixed", -1, "0"},
+		{"fixed", 32, "32"},
+		{"fixed", -2, "group-width: got -2"},
+		{"fixed", codec.MaxGroup + 1, "group-width: got 4097"},
+	} {
+		c := DefaultCompressConfig()
+		c.Codec, c.Schedule, c.Ratio, c.GroupWidth = "quant", tc.schedule, 16, tc.width
+		got := ""
+		if err := c.Validate(10); err != nil {
+			got = err.Error()
+		} else {
+			got = fmt.Sprint(c.WithResidualResolved(true).GroupWidth)
+		}
+		if len(got) < len(tc.want) || got[:len(tc.want)] != tc.want {
+			t.Errorf("%+v: %q, want %q", tc, got, tc.want)
+		}
+	}
+	c := DefaultCompressConfig()
+	c.Codec = "quant"
+	if got := c.WithResidualResolved(false).GroupWidth; got != 0 {
+		t.Errorf("on a GPU the default width resolved to %d, want 0", got)
+	}
+	for _, tc := range [][3]int{{64, 5, 13}, {64, 32, 2}, {64, 33, 2}, {64, 64, 1}, {64, 200, 1}, {0, 5, 1}, {64, 0, 1}} {
+		if got := GroupFor(tc[0], tc[1]); got != tc[2] {
+			t.Errorf("GroupFor(%d, %d) = %d, want %d", tc[0], tc[1], got, tc[2])
+		}
+	}
+	comp, err := c.build(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, bwd, bits := make([]codec.Spec, 3), make([]codec.Spec, 3), make([]int, 3)
+	if err := comp.codecs([]float64{16, 16, 16}, []int{64, 32, 5}, fwd, bwd, bits); err != nil {
+		t.Fatal(err)
+	}
+	for l, g := range []int{1, 2, 13} {
+		if fwd[l].Group() != g || bwd[l].Group() != g {
+			t.Errorf("layer %d: %s forward, %s backward, want %d rows per header", l, fwd[l].Name(), bwd[l].Name(), g)
+		}
+	}
+}
+
 // TestEvalEvery: with the evaluation pass every 3 epochs (and at the
 // last), training is what it was with one every epoch, bit for bit; the
 // evaluated epochs measure the same accuracies and the others none, and

@@ -4,7 +4,7 @@
 # a file that ends with its summary line is done and is skipped, so an
 # interrupted grid resumes where it stopped. The report is rebuilt at the end.
 #
-#   scripts/experiments.sh [tune|core|core2|core3|core4|scaling|more|gat|report|all]   (default all)
+#   scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|scaling|more|gat|report|all]   (default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
@@ -59,6 +59,8 @@ method_args() {
     full) echo "" ;;
     nocomm) echo "--no-comm" ;;
     recommended-quant) echo "--codec quant" ;;
+    recommended-quant-gs*) echo "--codec quant --group-width 0 --grad-skip ${1#recommended-quant-gs}" ;;
+    recommended-quant-gw*) echo "--codec quant --group-width ${1#recommended-quant-gw}" ;;
     fixed*-*) local r=${1#fixed}; echo "--codec ${r#*-} --schedule fixed --ratio ${r%-*}" ;;
     varco-quant) echo "--codec quant --schedule varco --ratio-min $VARCO_RMIN_QUANT" ;;
     varco-trunc) echo "--codec trunc --schedule varco" ;;
@@ -128,6 +130,26 @@ core3() { grid5 core3 full recommended-quant; }
 # The same after wire format 4 (draws from a 32-bit hash, rounding by
 # adding the draw): grid core4.
 core4() { grid5 core4 full recommended-quant; }
+# The recommended setting's gradient skip threshold (rows with their own
+# headers, grid tune-gs), then its header-sharing width (with that
+# threshold, grid tune-gw), chosen on validation accuracy: seeds 0 and 1,
+# every core group.
+tune2() { # grid method-prefix values...
+  local g=$1 m=$2 s d p v
+  shift 2
+  for s in 0 1; do
+    for d in amazon_photo tolokers csbm100k; do
+      for p in random metis; do
+        for v in "$@"; do run "$g" "$d" "$p" 4 "$m$v" "$s"; done
+      done
+    done
+  done
+}
+tunegs() { tune2 tune-gs recommended-quant-gs 0 0.1 0.2 0.5; }
+tunegw() { tune2 tune-gw recommended-quant-gw 0 32 64 128; }
+# Gradient row skipping alone (τg = 0.1), and the recommended setting
+# (with it, rows narrower than 64 values sharing headers): grid core5.
+core5() { grid5 core5 full recommended-quant-gs0.1 recommended-quant; }
 
 scaling() {
   for s in 0 1 2; do
@@ -186,11 +208,14 @@ case ${1:-all} in
   core2) core2 ;;
   core3) core3 ;;
   core4) core4 ;;
+  tunegs) tunegs ;;
+  tunegw) tunegw ;;
+  core5) core5 ;;
   scaling) scaling ;;
   more) more actor flickr csbm1m ;;
   gat) gat ;;
   report) report ;;
   # The 1M-node graph last: its runs are the longest.
-  all) tune; core; core2; core3; core4; more actor flickr; scaling; gat; more csbm1m; report ;;
-  *) echo "usage: scripts/experiments.sh [tune|core|core2|core3|core4|scaling|more|gat|report|all]" >&2; exit 2 ;;
+  all) tune; core; core2; core3; core4; tunegs; tunegw; core5; more actor flickr; scaling; gat; more csbm1m; report ;;
+  *) echo "usage: scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|scaling|more|gat|report|all]" >&2; exit 2 ;;
 esac

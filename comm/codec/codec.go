@@ -19,6 +19,15 @@
 //	                of byte i/8; unused high bits of the last byte are 0
 //	                (ignored on decode). stride = 3 + ceil(cols*b/8) bytes,
 //	                rows*stride bytes in all.
+//	quant(b, g)     b <= 8, g >= 2 rows per header: rows are coded in
+//	                groups of g consecutive ones (in the call's order),
+//	                each group as one quant(b) row of g*cols values (its
+//	                rows' values in order), so that narrow rows share a
+//	                header. A last group of the remaining rows%g rows is a
+//	                payload of its own, one row of (rows%g)*cols values
+//	                drawn with the seed's complement (^seed): WireSize is
+//	                floor(rows/g) strides of g*cols values plus, when
+//	                rows%g > 0, one of (rows%g)*cols.
 //	quant(16)       bf16 (the high half of the float32 bits) per value,
 //	                stochastically rounded; 2*rows*cols bytes.
 //	quant(32)       raw float32, identical to none.
@@ -62,9 +71,10 @@ const WireVersion = 4
 // same Spec (comm/halo dispatches on Kind). The zero Spec is None. A Spec is
 // a comparable value, safe for concurrent use.
 type Spec struct {
-	kind Kind
-	bits uint8   // quant: 1..8 or 16; none: 32
-	rate float64 // trunc: the rate r >= 1
+	kind  Kind
+	bits  uint8   // quant: 1..8 or 16; none: 32
+	group uint16  // quant below 16 bits: rows per header, 0 and 1 meaning one
+	rate  float64 // trunc: the rate r >= 1
 }
 
 // Kind is a codec family, as named on the command line.
@@ -117,10 +127,45 @@ func (s Spec) Name() string {
 		return "trunc(r=" + strconv.FormatFloat(s.rate, 'g', -1, 64) + ")"
 	case s.kind == KindQuant && s.bits == 16:
 		return "quant(b=16,bf16)"
+	case s.kind == KindQuant && s.group > 1:
+		return "quant(b=" + strconv.Itoa(int(s.bits)) + ",g=" + strconv.Itoa(int(s.group)) + ")"
 	case s.kind == KindQuant:
 		return "quant(b=" + strconv.Itoa(int(s.bits)) + ")"
 	}
 	return "none"
+}
+
+// MaxGroup is the most rows a quant header may serve.
+const MaxGroup = 1 << 12
+
+// Grouped returns s coding g consecutive rows under one header (the
+// quant(b, g) format), for quant below 16 bits; the other codecs have no
+// row header and are returned as they are, as is s for g <= 1. g above
+// MaxGroup panics.
+func (s Spec) Grouped(g int) Spec {
+	if g > MaxGroup {
+		panic(fmt.Sprintf("codec: Grouped: %d rows per header, at most %d", g, MaxGroup))
+	}
+	if s.kind != KindQuant || s.bits >= 16 || g <= 1 {
+		return s
+	}
+	s.group = uint16(g)
+	return s
+}
+
+// Group is the rows per header: 1 unless s is a grouped quant codec.
+func (s Spec) Group() int { return max(int(s.group), 1) }
+
+// Ungrouped is s with one header per row.
+func (s Spec) Ungrouped() Spec {
+	s.group = 0
+	return s
+}
+
+// groups splits rows into the whole groups of s and the rest.
+func (s Spec) groups(rows int) (whole, rest int) {
+	g := s.Group()
+	return rows / g, rows % g
 }
 
 // WireSize is the exact payload size in bytes for rows x cols values.
@@ -130,6 +175,13 @@ func (s Spec) WireSize(rows, cols int) int {
 		return 4 * rows * s.Keep(cols)
 	case s.kind == KindQuant && s.bits == 16:
 		return 2 * rows * cols
+	case s.kind == KindQuant && s.group > 1:
+		whole, rest := s.groups(rows)
+		n := whole * quantStride(int(s.group)*cols, uint(s.bits))
+		if rest > 0 {
+			n += quantStride(rest*cols, uint(s.bits))
+		}
+		return n
 	case s.kind == KindQuant:
 		return rows * quantStride(cols, uint(s.bits))
 	}
@@ -147,6 +199,14 @@ func (s Spec) Encode(dst []byte, src []float32, rows, cols int, seed uint64) {
 		truncEncode(dst, src, rows, cols, s.Keep(cols))
 	case s.kind == KindQuant && s.bits == 16:
 		bf16Encode(dst, src, rows, cols, seed)
+	case s.kind == KindQuant && s.group > 1:
+		whole, rest := s.groups(rows)
+		w, n := int(s.group)*cols, whole*int(s.group)*cols
+		at := s.Ungrouped().WireSize(whole, w)
+		quantEncode(dst[:at], src[:n], whole, w, uint(s.bits), seed)
+		if rest > 0 {
+			quantEncode(dst[at:], src[n:], 1, rest*cols, uint(s.bits), ^seed)
+		}
 	case s.kind == KindQuant:
 		quantEncode(dst, src, rows, cols, uint(s.bits), seed)
 	default:
@@ -163,6 +223,14 @@ func (s Spec) Decode(dst []float32, src []byte, rows, cols int) {
 		truncDecode(dst, src, rows, cols, s.Keep(cols))
 	case s.kind == KindQuant && s.bits == 16:
 		bf16Decode(dst, src)
+	case s.kind == KindQuant && s.group > 1:
+		whole, rest := s.groups(rows)
+		w, n := int(s.group)*cols, whole*int(s.group)*cols
+		at := s.Ungrouped().WireSize(whole, w)
+		quantDecode(dst[:n], src[:at], whole, w, uint(s.bits))
+		if rest > 0 {
+			quantDecode(dst[n:], src[at:], 1, rest*cols, uint(s.bits))
+		}
 	case s.kind == KindQuant:
 		quantDecode(dst, src, rows, cols, uint(s.bits))
 	default:

@@ -73,4 +73,5 @@ func (s Spec) DecodeAdd(ref []float32, rows []int32, src []byte, cols int, out [
 }
 
 // DeltaFused reports whether DeltaEncode and DecodeAdd run fused for s.
-func (s Spec) DeltaFused() bool { return fast && s.kind == KindQuant && s.bits < 16 }
+// Grouped codecs are not: their rows share headers.
+func (s Spec) DeltaFused() bool { return fast && s.kind == KindQuant && s.bits < 16 && s.group <= 1 }

@@ -46,7 +46,7 @@ func TestSkipGradBackward(t *testing.T) {
 		}
 		return float32(col+1) / 64
 	}
-	for _, c := range []codec.Spec{codec.Trunc(1), codec.Quant(2)} {
+	for _, c := range []codec.Spec{codec.Trunc(1), codec.Quant(2), codec.Quant(1).Grouped(3)} {
 		var got [2][]*kernels.Mat
 		for m, on := range fastModes(t) {
 			fast = on

@@ -54,10 +54,16 @@ func sameState(t *testing.T, l haloLayout, xs []*Exchange[[]byte], layer, dir in
 }
 
 // TestResidualConverges: rows that do not change reach the receivers
-// exactly under 2-bit residual coding, both ends' states stay equal, and
-// with skipping the rows stop travelling once they have arrived (the bytes
-// fall to the bitmaps).
+// exactly under 2-bit residual coding (rows with their own headers or
+// sharing them), both ends' states stay equal, and with skipping the rows
+// stop travelling once they have arrived (the bytes fall to the bitmaps).
 func TestResidualConverges(t *testing.T) {
+	for _, c := range []codec.Spec{codec.Quant(2), codec.Quant(2).Grouped(3)} {
+		t.Run(c.Name(), func(t *testing.T) { residualConverges(t, c) })
+	}
+}
+
+func residualConverges(t *testing.T, c codec.Spec) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	l := randomLayout(rng, 3)
 	const f, epochs = 11, 40
@@ -71,7 +77,7 @@ func TestResidualConverges(t *testing.T) {
 			mu.Lock()
 			xs[x.plan.Rank] = x
 			mu.Unlock()
-			x.SetCodecs(0, codec.Quant(2), codec.None())
+			x.SetCodecs(0, c, codec.None())
 			if err := x.SetResidual(Residual{Forward: true, Backward: true, Skip: skip}); err != nil {
 				return err
 			}
@@ -115,6 +121,12 @@ func TestResidualConverges(t *testing.T) {
 // TestResidualBackward: constant gradients returned under 2-bit residual
 // coding add up, epoch after epoch, to the exact sums at the owners.
 func TestResidualBackward(t *testing.T) {
+	for _, c := range []codec.Spec{codec.Quant(2), codec.Quant(2).Grouped(4)} {
+		t.Run(c.Name(), func(t *testing.T) { residualBackward(t, c) })
+	}
+}
+
+func residualBackward(t *testing.T, c codec.Spec) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	l := randomLayout(rng, 3)
 	const f, epochs = 6, 40
@@ -124,7 +136,7 @@ func TestResidualBackward(t *testing.T) {
 		mu.Lock()
 		xs[x.plan.Rank] = x
 		mu.Unlock()
-		x.SetCodecs(0, codec.None(), codec.Quant(2))
+		x.SetCodecs(0, codec.None(), c)
 		if err := x.SetResidual(Residual{Forward: true, Backward: true, Skip: 1e-4}); err != nil {
 			return err
 		}

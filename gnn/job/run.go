@@ -201,6 +201,9 @@ func communication(s *Spec) string {
 	case s.Device == "cuda" && cc.Schedule == "recommended" && cc.Codec == "quant":
 		out += ", no residual coding (the CUDA exchange does not implement it yet; on --device cpu the recommended setting codes the activations' residuals)"
 	}
+	if cc.GroupWidth > 0 {
+		out += fmt.Sprintf(", rows narrower than %d values sharing headers", cc.GroupWidth)
+	}
 	if cc.GradSkip > 0 {
 		out += fmt.Sprintf(", gradient rows below %g of the mean squared norm left out", cc.GradSkip)
 	}

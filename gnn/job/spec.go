@@ -120,6 +120,12 @@ func (s *Spec) Validate() error {
 	if r := s.Run.Residual; (r == "on" || r == "forward") && s.Device != "cpu" {
 		return specErrorf("train: --residual %s: residual coding runs on --device cpu only (the CUDA exchange does not implement it yet)", r)
 	}
+	switch {
+	case s.Run.GradSkip > 0 && s.Device != "cpu":
+		return specErrorf("train: --grad-skip %g: gradient row skipping runs on --device cpu only (the CUDA exchange does not implement it yet)", s.Run.GradSkip)
+	case s.Run.GroupWidth > 0 && s.Device != "cpu":
+		return specErrorf("train: --group-width %d: shared row headers run on --device cpu only (the CUDA exchange does not implement them yet)", s.Run.GroupWidth)
+	}
 	if err := s.Run.Validate(); err != nil {
 		return specErrorf("train: %v", err)
 	}

@@ -58,7 +58,16 @@ func (g CUDA) Encode(c codec.Spec, m *kernels.Mat, lo, hi int, dst kernels.Bytes
 	g.encode(c, cuda.AllRows(), m.View(lo, hi), dst, seed)
 }
 
+// hostOnly refuses the grouped codecs, which the trainer sends to host
+// exchanges only (the kernels code one header per row).
+func hostOnly(c codec.Spec) {
+	if c.Group() > 1 {
+		panic("gpu: " + c.Name() + ": grouped codecs run on host memory only")
+	}
+}
+
 func (g CUDA) encode(c codec.Spec, rows cuda.Rows, src *kernels.Mat, dst kernels.Bytes, seed uint64) {
+	hostOnly(c)
 	switch idx, all := rows.List(); {
 	case c.Kind() == codec.KindQuant && c.Bits() == 16:
 		g.Dev.BF16Encode(rows, src, dst.Ptr, seed)
@@ -74,6 +83,7 @@ func (g CUDA) encode(c codec.Spec, rows cuda.Rows, src *kernels.Mat, dst kernels
 }
 
 func (g CUDA) Decode(c codec.Spec, src kernels.Bytes, m *kernels.Mat, lo, hi int) {
+	hostOnly(c)
 	dst := m.View(lo, hi)
 	switch {
 	case c.Kind() == codec.KindQuant && c.Bits() == 16:
