@@ -199,7 +199,7 @@ func communication(s *Spec) string {
 			out += fmt.Sprintf(" (rows skipped below %g of their size)", cc.ResidualSkip)
 		}
 	case s.Device == "cuda" && cc.Schedule == "recommended" && cc.Codec == "quant":
-		out += ", no residual coding (the CUDA exchange does not implement it yet; on --device cpu the recommended setting codes the activations' residuals)"
+		out += ", no residual coding, gradient row skipping or shared row headers (the CUDA exchange does not implement them yet; on --device cpu the recommended setting uses all three)"
 	}
 	if cc.GroupWidth > 0 {
 		out += fmt.Sprintf(", rows narrower than %d values sharing headers", cc.GroupWidth)

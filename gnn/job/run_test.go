@@ -143,8 +143,8 @@ func TestCommunicationLine(t *testing.T) {
 	}{
 		{"full", spec("cpu", nil), "full communication"},
 		{"no-comm", spec("cpu", func(s *Spec) { s.NoComm = true }), "no communication (cut edges dropped)"},
-		{"recommended-cpu", spec("cpu", quant), "halo compression quant forward, quant backward, schedule fixed(r=16) (gradients at 1 bit), residual coding of the activations (rows skipped below 0.02 of their size)"},
-		{"recommended-cuda", spec("cuda", quant), "halo compression quant forward, quant backward, schedule fixed(r=16) (gradients at 1 bit), no residual coding (the CUDA exchange does not implement it yet; on --device cpu the recommended setting codes the activations' residuals)"},
+		{"recommended-cpu", spec("cpu", quant), "halo compression quant forward, quant backward, schedule fixed(r=16) (gradients at 1 bit), residual coding of the activations (rows skipped below 0.02 of their size), rows narrower than 64 values sharing headers, gradient rows below 0.1 of the mean squared norm left out"},
+		{"recommended-cuda", spec("cuda", quant), "halo compression quant forward, quant backward, schedule fixed(r=16) (gradients at 1 bit), no residual coding, gradient row skipping or shared row headers (the CUDA exchange does not implement them yet; on --device cpu the recommended setting uses all three)"},
 		{"varco-cuda", spec("cuda", func(s *Spec) { quant(s); s.Run.Schedule = "varco" }), "halo compression quant forward, quant backward, schedule varco(rmax=128,rmin=1.5,slope=5,T=300)"},
 	} {
 		if got := communication(c.s); got != c.want {
