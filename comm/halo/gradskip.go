@@ -30,14 +30,9 @@ func (x *Exchange[P]) gradSkipOn(c codec.Spec) bool {
 // float64 in row order, so the choice depends on nothing but the values.
 func gradBitmap(dh *kernels.Mat, lo, n int, tau float32, norms []float64, bitmap []byte) int {
 	clear(bitmap)
-	f := dh.Cols
+	rowSqNorms(dh.Data[lo*dh.Cols:(lo+n)*dh.Cols], dh.Cols, norms[:n])
 	var total float64
-	for k := range n {
-		var s float64
-		for _, v := range dh.Data[(lo+k)*f : (lo+k+1)*f] {
-			s += float64(v) * float64(v)
-		}
-		norms[k] = s
+	for _, s := range norms[:n] {
 		total += s
 	}
 	cut := float64(tau) * total / float64(max(n, 1))
@@ -50,6 +45,32 @@ func gradBitmap(dh *kernels.Mat, lo, n int, tau float32, norms []float64, bitmap
 		}
 	}
 	return kept
+}
+
+// rowSqNorms sets out[k] to the squared norm of row k of x (rows of f
+// values), summed in float64 in column order. Four rows go at a time, so
+// that four sums advance together instead of one waiting on its last add.
+func rowSqNorms(x []float32, f int, out []float64) {
+	k := 0
+	for ; k+4 <= len(out); k += 4 {
+		r0, r1, r2, r3 := x[k*f:(k+1)*f], x[(k+1)*f:(k+2)*f], x[(k+2)*f:(k+3)*f], x[(k+3)*f:(k+4)*f]
+		var s0, s1, s2, s3 float64
+		for j := range r0 {
+			a, b, c, d := float64(r0[j]), float64(r1[j]), float64(r2[j]), float64(r3[j])
+			s0 += a * a
+			s1 += b * b
+			s2 += c * c
+			s3 += d * d
+		}
+		out[k], out[k+1], out[k+2], out[k+3] = s0, s1, s2, s3
+	}
+	for ; k < len(out); k++ {
+		var s float64
+		for _, v := range x[k*f : (k+1)*f] {
+			s += float64(v) * float64(v)
+		}
+		out[k] = s
+	}
 }
 
 // pick lists the entries of rows whose bit is set in bitmap, in order.

@@ -127,3 +127,44 @@ func TestSkipGradBackward(t *testing.T) {
 		}
 	}
 }
+
+// TestRowSqNorms: the four-rows-at-a-time norms are the one-row sums, bit
+// for bit, for every row count and width.
+func TestRowSqNorms(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, f := range []int{0, 1, 7, 64, 129} {
+		for n := range 11 {
+			x := make([]float32, n*f)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64()) * float32(math.Exp(rng.NormFloat64()*8))
+			}
+			got := make([]float64, n)
+			rowSqNorms(x, f, got)
+			for k := range n {
+				var want float64
+				for _, v := range x[k*f : (k+1)*f] {
+					want += float64(v) * float64(v)
+				}
+				if math.Float64bits(got[k]) != math.Float64bits(want) {
+					t.Fatalf("%d rows of %d: row %d: %v, want %v", n, f, k, got[k], want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkGradBitmap: the skip decision of one peer's gradient rows, the
+// demo graph's shape (30000 halo rows of 128).
+func BenchmarkGradBitmap(b *testing.B) {
+	const n, f = 30000, 128
+	dh := kernels.NewMat(n, f)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range dh.Data {
+		dh.Data[i] = float32(rng.NormFloat64())
+	}
+	norms, bitmap := make([]float64, n), make([]byte, bitmapSize(n))
+	b.SetBytes(4 * n * f)
+	for b.Loop() {
+		gradBitmap(dh, 0, n, 0.1, norms, bitmap)
+	}
+}
