@@ -11,10 +11,11 @@ import (
 // Gradient row skipping (Residual.SkipGrad). The gradients returned for
 // halo rows are heavy-tailed: on Amazon Photo (GraphSAGE-64, Q = 4, random
 // partition) the rows below a tenth of the mean squared norm are 26-49% of
-// the rows early in training and 59-84% late, and hold 1-1.5% of the
+// the rows early in training and 59-84% late, and hold 0.6-1.5% of the
 // squared norm. A plainly coded backward exchange with SkipGrad > 0 leaves
-// them out: per peer a bitmap (one bit per row, exchanged first and counted
-// in the bytes) says which rows follow, and the owner adds only those.
+// them out: per peer a bitmap (one bit per row, exchanged first and
+// counted in the bytes) says which rows follow, and the owner adds only
+// those.
 // It keeps no state, so nothing of it goes into a checkpoint.
 
 // gradSkipOn reports whether a backward exchange under c leaves out small
