@@ -109,11 +109,12 @@ tune() { # seed 0 of the core datasets, METIS, Q = 4; choices read on val_acc on
   done
 }
 
-# grid5 grid methods...: every core dataset and partition, Q = 4, 5 seeds.
-grid5() {
-  local g=$1 s d p m
-  shift
-  for s in 0 1 2 3 4; do
+# grid5 grid methods...: every core dataset and partition, Q = 4, 5 seeds;
+# seeds "S..." grid methods... the same for the seeds given.
+seeds() {
+  local ss=$1 g=$2 s d p m
+  shift 2
+  for s in $ss; do
     for d in amazon_photo tolokers csbm100k; do
       for p in random metis; do
         for m in "$@"; do run "$g" "$d" "$p" 4 "$m" "$s"; done
@@ -121,6 +122,7 @@ grid5() {
     done
   done
 }
+grid5() { seeds "0 1 2 3 4" "$@"; }
 
 core() { grid5 core $CORE_METHODS; }
 core2() { grid5 core2 $CORE2_METHODS; }
@@ -134,19 +136,8 @@ core4() { grid5 core4 full recommended-quant; }
 # headers, grid tune-gs), then its header-sharing width (with that
 # threshold, grid tune-gw), chosen on validation accuracy: seeds 0 and 1,
 # every core group.
-tune2() { # grid method-prefix values...
-  local g=$1 m=$2 s d p v
-  shift 2
-  for s in 0 1; do
-    for d in amazon_photo tolokers csbm100k; do
-      for p in random metis; do
-        for v in "$@"; do run "$g" "$d" "$p" 4 "$m$v" "$s"; done
-      done
-    done
-  done
-}
-tunegs() { tune2 tune-gs recommended-quant-gs 0 0.1 0.2 0.5; }
-tunegw() { tune2 tune-gw recommended-quant-gw 0 32 64 128; }
+tunegs() { seeds "0 1" tune-gs recommended-quant-gs{0,0.1,0.2,0.5}; }
+tunegw() { seeds "0 1" tune-gw recommended-quant-gw{0,32,64,128}; }
 # Gradient row skipping alone (τg = 0.1), and the recommended setting
 # (with it, rows narrower than 64 values sharing headers): grid core5.
 core5() { grid5 core5 full recommended-quant-gs0.1 recommended-quant; }
