@@ -46,7 +46,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&s.Comm, "comm", s.Comm, "transport: auto (mpi under mpirun/mpiexec, else local), mpi or local")
 	fs.StringVar(&r.Codec, "codec", r.Codec, "halo compression of activations: none, trunc (leading columns, the VARCO authors') or quant (stochastic b-bit)")
 	fs.StringVar(&r.CodecBwd, "codec-bwd", "", "halo compression of the returned gradients (default: the same as --codec)")
-	fs.StringVar(&r.Schedule, "schedule", r.Schedule, "compression rate over epochs: recommended (quant: 2-bit activations with residual coding and 1-bit gradients on every layer and epoch; trunc: varco), fixed (--ratio), varco (--ratio-max down to --ratio-min) or adaptive (closed loop on the measured error and gradient norm, see docs/VARCO.md); without it, --ratio implies fixed, --ratio-min, --ratio-max or --slope varco, --kappa adaptive")
+	fs.StringVar(&r.Schedule, "schedule", r.Schedule, "compression rate over epochs: recommended (quant: 2-bit activations with residual coding and 1-bit gradients on every layer and epoch, small gradient rows left out, narrow rows sharing headers; trunc: varco), fixed (--ratio), varco (--ratio-max down to --ratio-min) or adaptive (closed loop on the measured error and gradient norm, see docs/VARCO.md); without it, --ratio implies fixed, --ratio-min, --ratio-max or --slope varco, --kappa adaptive")
 	fs.Float64Var(&r.Ratio, "ratio", r.Ratio, "fixed compression rate r >= 1")
 	fs.Float64Var(&r.RatioMax, "ratio-max", r.RatioMax, "varco and adaptive: starting rate")
 	fs.Float64Var(&r.Kappa, "kappa", r.Kappa, "adaptive: relative halo error allowed at the largest gradient norm; the bound falls with the gradient")
