@@ -11,6 +11,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/comm"
 	"github.com/gnn-spmd/gnn-spmd/data/datafile"
 	"github.com/gnn-spmd/gnn-spmd/data/gen"
+	"github.com/gnn-spmd/gnn-spmd/gnn"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
@@ -149,6 +150,36 @@ func TestCommunicationLine(t *testing.T) {
 	} {
 		if got := communication(c.s); got != c.want {
 			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestHostOnlyCompression: on a GPU the recommended setting resolves to
+// what the CUDA exchange implements, and a flag asking for a host-only part
+// (residual coding, gradient row skipping, shared row headers) is refused
+// by name; on the CPU all of them run.
+func TestHostOnlyCompression(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(c *gnn.CompressConfig)
+		want string // the error's start on cuda, "" for none
+	}{
+		{"recommended", func(c *gnn.CompressConfig) {}, ""},
+		{"residual", func(c *gnn.CompressConfig) { c.Residual = "forward" }, "train: --residual forward:"},
+		{"grad-skip", func(c *gnn.CompressConfig) { c.GradSkip = 0.1 }, "train: --grad-skip 0.1:"},
+		{"group-width", func(c *gnn.CompressConfig) { c.GroupWidth = 64 }, "train: --group-width 64:"},
+	} {
+		for _, device := range []string{"cpu", "cuda"} {
+			cc := gnn.DefaultCompressConfig()
+			cc.Codec = "quant"
+			c.set(&cc)
+			err := hostOnly(cc.WithResidualResolved(device == "cpu"), device)
+			switch want := map[string]string{"cpu": "", "cuda": c.want}[device]; {
+			case want == "" && err != nil:
+				t.Errorf("%s on %s: %v", c.name, device, err)
+			case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)):
+				t.Errorf("%s on %s: %v, want an error starting %q", c.name, device, err, want)
+			}
 		}
 	}
 }

@@ -117,20 +117,32 @@ func (s *Spec) Validate() error {
 	}
 	s.Run.CodecBwd = s.Run.Backward()
 	s.Run.CompressConfig = s.Run.WithResidualResolved(s.Device == "cpu")
-	if r := s.Run.Residual; (r == "on" || r == "forward") && s.Device != "cpu" {
-		return specErrorf("train: --residual %s: residual coding runs on --device cpu only (the CUDA exchange does not implement it yet)", r)
-	}
-	switch {
-	case s.Run.GradSkip > 0 && s.Device != "cpu":
-		return specErrorf("train: --grad-skip %g: gradient row skipping runs on --device cpu only (the CUDA exchange does not implement it yet)", s.Run.GradSkip)
-	case s.Run.GroupWidth > 0 && s.Device != "cpu":
-		return specErrorf("train: --group-width %d: shared row headers run on --device cpu only (the CUDA exchange does not implement them yet)", s.Run.GroupWidth)
+	if err := hostOnly(s.Run.CompressConfig, s.Device); err != nil {
+		return err
 	}
 	if err := s.Run.Validate(); err != nil {
 		return specErrorf("train: %v", err)
 	}
 	_, err := s.transport()
 	return err
+}
+
+// hostOnly refuses, on a device other than the CPU, the compression parts
+// that only host exchanges implement; c has its defaults resolved for
+// that device (WithResidualResolved), so only what a flag asked remains.
+func hostOnly(c gnn.CompressConfig, device string) error {
+	if device == "cpu" {
+		return nil
+	}
+	switch {
+	case c.Residual == "on" || c.Residual == "forward":
+		return specErrorf("train: --residual %s: residual coding runs on --device cpu only (the CUDA exchange does not implement it yet)", c.Residual)
+	case c.GradSkip > 0:
+		return specErrorf("train: --grad-skip %g: gradient row skipping runs on --device cpu only (the CUDA exchange does not implement it yet)", c.GradSkip)
+	case c.GroupWidth > 0:
+		return specErrorf("train: --group-width %d: shared row headers run on --device cpu only (the CUDA exchange does not implement them yet)", c.GroupWidth)
+	}
+	return nil
 }
 
 // UnderMPI reports whether a launcher (Open MPI's mpirun or a PMI one such
