@@ -157,15 +157,21 @@ func (c CompressConfig) build(epochs int) (*compression, error) {
 	if fwd == codec.KindNone && bwd == codec.KindNone {
 		return nil, nil
 	}
-	gw, err := c.groupWidth(c.Schedule == "recommended" && fwd == codec.KindQuant)
+	gw, err := c.groupWidth(c.recommendedQuant(fwd))
 	if err != nil {
 		return nil, err
 	}
 	comp := &compression{fwd: fwd, bwd: bwd, schedule: s, evalCompressed: c.EvalCompressed, rawLastLayer: c.RawLastLayer, residual: res, groupWidth: gw}
-	if c.Schedule == "recommended" && fwd == codec.KindQuant && bwd == codec.KindQuant {
+	if c.recommendedQuant(fwd) && bwd == codec.KindQuant {
 		comp.bwdBits = RecommendedQuantBitsBwd
 	}
 	return comp, nil
+}
+
+// recommendedQuant reports whether c is the recommended quant setting
+// (forward codec fwd), whose defaults the thresholds resolve to.
+func (c CompressConfig) recommendedQuant(fwd codec.Kind) bool {
+	return c.Schedule == "recommended" && fwd == codec.KindQuant
 }
 
 // BackwardBits is the quant bits of the returned gradients where a layer
@@ -181,7 +187,7 @@ func (c CompressConfig) BackwardBits(epochs int) int {
 // residual resolves the residual mode: auto is the recommended setting's
 // choice under recommended quant, off otherwise.
 func (c CompressConfig) residual(fwd codec.Kind) (halo.Residual, error) {
-	recommended := c.Schedule == "recommended" && fwd == codec.KindQuant
+	recommended := c.recommendedQuant(fwd)
 	skip, err := c.skip(recommended)
 	if err != nil {
 		return halo.Residual{}, err
@@ -278,7 +284,7 @@ func (c CompressConfig) skip(recommended bool) (float64, error) {
 func (c CompressConfig) WithResidualResolved(host bool) CompressConfig {
 	fwd, _ := codec.ParseKind(c.Codec)
 	r, err := c.residual(fwd)
-	recommended := c.Schedule == "recommended" && fwd == codec.KindQuant
+	recommended := c.recommendedQuant(fwd)
 	if skip, serr := c.skip(recommended); serr == nil {
 		c.ResidualSkip = skip
 	}

@@ -140,7 +140,7 @@ func NewTrainer(m *Model, cfg TrainConfig, cc CompressConfig, x halo.Exchanger, 
 // setResidual turns the run's residual coding on (training passes) or off
 // (evaluation passes, which are not part of the stream it codes).
 func (t *Trainer) setResidual(on bool) error {
-	if t.Halo == nil || t.comp == nil || (!t.comp.residual.On() && t.comp.residual.SkipGrad == 0) {
+	if t.Halo == nil || t.comp == nil || !t.comp.residual.Any() {
 		return nil
 	}
 	r := t.comp.residual

@@ -144,16 +144,28 @@ static int check_heap_refs(scan_state *s, const char *obj, hid_t a, hid_t d, hid
 	return 0;
 }
 
+// var_string_type is a variable-length string of C characters in
+// character set cs: the memory type every string read here uses (h5py
+// writes UTF-8). -1 on failure.
+static hid_t var_string_type(H5T_cset_t cs) {
+	hid_t mt = H5Tcopy(H5T_C_S1);
+	if (mt < 0) return -1;
+	if (H5Tset_size(mt, H5T_VARIABLE) < 0 || H5Tset_cset(mt, cs) < 0) {
+		H5Tclose(mt);
+		return -1;
+	}
+	return mt;
+}
+
 // c_var_string reports whether the variable-length string type t is one of
 // C characters (as h5py and our writer make them; h5dump's CTYPE H5T_C_S1).
 // A corrupt file can give it another character type, which libhdf5
 // converts by allocating without bound: the scan's memory limit makes that
 // allocation fail and the read pass, where the reader would not.
 static int c_var_string(hid_t t) {
-	hid_t c = H5Tcopy(H5T_C_S1);
+	hid_t c = var_string_type(H5Tget_cset(t));
 	if (c < 0) return 0;
-	int ok = H5Tset_size(c, H5T_VARIABLE) >= 0 && H5Tset_cset(c, H5Tget_cset(t)) >= 0 &&
-		H5Tset_strpad(c, H5Tget_strpad(t)) >= 0 && H5Tequal(t, c) > 0;
+	int ok = H5Tset_strpad(c, H5Tget_strpad(t)) >= 0 && H5Tequal(t, c) > 0;
 	H5Tclose(c);
 	return ok;
 }
@@ -179,9 +191,8 @@ static int read_value(scan_state *s, const char *obj, hid_t a, hid_t d, hid_t t,
 	if (H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) > 0) {
 		if (!c_var_string(t))
 			return failf(s, obj, "has a variable-length string type of no known character type");
-		hid_t mt = H5Tcopy(H5T_C_S1);
-		H5Tset_size(mt, H5T_VARIABLE);
-		H5Tset_cset(mt, H5Tget_cset(t)); // h5py writes UTF-8
+		hid_t mt = var_string_type(H5Tget_cset(t));
+		if (mt < 0) return failf(s, obj, "cannot read its strings");
 		if (check_heap_refs(s, obj, a, d, t, mt, n) < 0) {
 			H5Tclose(mt);
 			return -1;
@@ -326,11 +337,10 @@ static int read_var_string(hid_t a, char **out) {
 	int ok = c_var_string(t);
 	H5Tclose(t);
 	if (!ok || (cs != H5T_CSET_ASCII && cs != H5T_CSET_UTF8)) return -1;
-	hid_t mt = H5Tcopy(H5T_C_S1);
+	hid_t mt = var_string_type(cs);
 	if (mt < 0) return -1;
 	char *s = NULL;
-	herr_t rc = -1;
-	if (H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Tset_cset(mt, cs) >= 0) rc = H5Aread(a, mt, &s);
+	herr_t rc = H5Aread(a, mt, &s);
 	H5Tclose(mt);
 	if (rc < 0) return -1;
 	if (s) {

@@ -314,21 +314,21 @@ func (x *Exchange[P]) BackwardAdd(layer int, own *kernels.Mat) error {
 		hx, mem, _ := hostResidual(x)
 		return residualBackwardAdd(hx, mem, layer, own, c)
 	}
-	if x.gradSkipOn(c) {
-		hx, mem, _ := hostResidual(x)
-		return skipGradAdd(hx, mem, layer, own, c)
-	}
 	start, err := x.now()
 	if err != nil {
 		return err
 	}
 	h, host := any(x.mem).(*Host)
+	skip := x.gradSkipOn(c)
 	for p, rows := range pl.Send {
+		if skip { // only the rows the peer's bitmap says it sent
+			rows = x.scratch.pick(rows, x.scratch.inB[p])
+		}
 		if host && fast && !c.Raw() && h.DecodeAdd(c, rows, any(x.recvB[p]).([]byte), own, nil) {
 			continue // decoded and added in one pass: the same values, summed in the same order
 		}
 		if !c.Raw() {
-			x.mem.Decode(c, x.recvB[p], &x.stage, pl.sendStart[p], pl.sendStart[p+1])
+			x.mem.Decode(c, x.recvB[p], &x.stage, pl.sendStart[p], pl.sendStart[p]+len(rows))
 		}
 		x.mem.ScatterAdd(rows, &x.stage, pl.sendStart[p], own)
 	}

@@ -16,7 +16,8 @@ import (
 // them out: per peer a bitmap (one bit per row, exchanged first and
 // counted in the bytes) says which rows follow, and the owner adds only
 // those.
-// It keeps no state, so nothing of it goes into a checkpoint.
+// It keeps no state, so nothing of it goes into a checkpoint. BackwardAdd
+// adds the kept rows as it adds all of them without skipping.
 
 // gradSkipOn reports whether a backward exchange under c leaves out small
 // rows: a lossy codec that codes no residuals, with SkipGrad set.
@@ -124,23 +125,4 @@ func skipGradSend(x *Exchange[[]byte], mem ResidualMemory, layer int, dh *kernel
 		return err
 	}
 	return x.transport(layer, 1, x.meter.Bwd[layer], x.sizes)
-}
-
-// skipGradAdd is BackwardAdd with gradient row skipping: each peer's kept
-// rows are added into the owned rows they belong to, peer by peer in rank
-// order.
-func skipGradAdd(x *Exchange[[]byte], mem ResidualMemory, layer int, own *kernels.Mat, c codec.Spec) error {
-	pl, r := x.plan, &x.scratch
-	start := time.Now()
-	h, host := mem.(*Host)
-	for p, rows := range pl.Send {
-		kept := r.pick(rows, r.inB[p])
-		if host && fast && h.DecodeAdd(c, kept, x.recvB[p], own, nil) {
-			continue
-		}
-		lo := pl.sendStart[p]
-		mem.Decode(c, x.recvB[p], &x.stage, lo, lo+len(kept))
-		mem.ScatterAdd(kept, &x.stage, lo, own)
-	}
-	return x.timed(start, &x.meter.CodecSeconds)
 }

@@ -174,7 +174,7 @@ func hostResidual[P any](x *Exchange[P]) (*Exchange[[]byte], ResidualMemory, err
 // part of the training stream). It fails when the exchange's memory cannot
 // run it.
 func (x *Exchange[P]) SetResidual(r Residual) error {
-	if r.On() || r.SkipGrad > 0 {
+	if r.Any() {
 		if _, _, err := hostResidual(x); err != nil {
 			return err
 		}
@@ -185,6 +185,10 @@ func (x *Exchange[P]) SetResidual(r Residual) error {
 
 // On reports whether r codes residuals in either direction.
 func (r Residual) On() bool { return r.Forward || r.Backward }
+
+// Any reports whether r changes any exchange: residual coding or gradient
+// row skipping, both of which need host memory.
+func (r Residual) Any() bool { return r.On() || r.SkipGrad > 0 }
 
 // residualOn reports whether an exchange in direction dir under c codes
 // residuals. Raw rows go as they are, and so do 1-bit codes: error feedback
