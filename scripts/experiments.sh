@@ -4,7 +4,7 @@
 # a file that ends with its summary line is done and is skipped, so an
 # interrupted grid resumes where it stopped. The report is rebuilt at the end.
 #
-#   scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|scaling|more|gat|report|all]   (default all)
+#   scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|scaling|more|gat|report|all]   (default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
@@ -141,6 +141,9 @@ tunegw() { seeds "0 1" tune-gw recommended-quant-gw{0,32,64,128}; }
 # Gradient row skipping alone (τg = 0.1), and the recommended setting
 # (with it, rows narrower than 64 values sharing headers): grid core5.
 core5() { grid5 core5 full recommended-quant-gs0.1 recommended-quant; }
+# The core grid rerun with the gradient skip and shared headers in place
+# (grid core6): core2's methods, every layer compressed.
+core6() { grid5 core6 $CORE2_METHODS; }
 
 scaling() {
   for s in 0 1 2; do
@@ -202,11 +205,12 @@ case ${1:-all} in
   tunegs) tunegs ;;
   tunegw) tunegw ;;
   core5) core5 ;;
+  core6) core6 ;;
   scaling) scaling ;;
   more) more actor flickr csbm1m ;;
   gat) gat ;;
   report) report ;;
   # The 1M-node graph last: its runs are the longest.
-  all) tune; core; core2; core3; core4; tunegs; tunegw; core5; more actor flickr; scaling; gat; more csbm1m; report ;;
-  *) echo "usage: scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|scaling|more|gat|report|all]" >&2; exit 2 ;;
+  all) tune; core; core2; core3; core4; tunegs; tunegw; core5; core6; more actor flickr; scaling; gat; more csbm1m; report ;;
+  *) echo "usage: scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|scaling|more|gat|report|all]" >&2; exit 2 ;;
 esac
