@@ -228,7 +228,7 @@ func share(bytes float64, full methodStats) string {
 	return fmt.Sprintf("%.1f%%", 100*bytes/full.bytes)
 }
 
-// writeClaim1 writes claim 1 for grids core and scaling.
+// writeClaim1 writes claim 1 for the core grids and scaling.
 func writeClaim1(w io.Writer, res *Results) {
 	fmt.Fprintf(w, "## Claim 1: varco matches full's accuracy with at most 25%% of its bytes (grids core, core2, core6 and scaling)\n\n")
 	fmt.Fprintf(w, "Per group: varco − full in test-at-best-val (points), the margin, and varco's bytes as %% of full's. PASS iff acc_varco >= acc_full − margin and bytes_varco <= 25%% of bytes_full. varco-quant is the claim; varco-trunc is informative.\n\n")
@@ -267,7 +267,7 @@ func writeClaim1(w io.Writer, res *Results) {
 	mdTable(w, rows)
 }
 
-// writeClaim2 writes claim 2 for grid core.
+// writeClaim2 writes claim 2 for the core grids.
 func writeClaim2(w io.Writer, res *Results) {
 	fmt.Fprintf(w, "## Claim 2: at every byte budget varco is within the margin of each fixed rate (grids core, core2 and core6)\n\n")
 	fmt.Fprintf(w, "Per group, codec and fixed rate r: the minimum over budgets B of mean acc_varco(B) − mean acc_fixed(B) + margin (points), over the budgets where both means are defined, and the smallest B where it occurs. Budgets where fixed has a model and varco has none yet count as failures and are listed. PASS iff the minimum >= 0 and there are no such budgets.\n\n")
