@@ -288,17 +288,11 @@ func (c CompressConfig) WithResidualResolved(host bool) CompressConfig {
 	if skip, serr := c.skip(recommended); serr == nil {
 		c.ResidualSkip = skip
 	}
-	if w, werr := c.groupWidth(recommended); werr == nil && c.GroupWidth == -1 {
-		c.GroupWidth = 0
-		if host {
-			c.GroupWidth = w
-		}
+	if w, werr := c.groupWidth(recommended); werr == nil {
+		c.GroupWidth = hostDefault(c.GroupWidth, w, host)
 	}
-	if g, gerr := c.gradSkip(recommended); gerr == nil && c.GradSkip == -1 {
-		c.GradSkip = 0
-		if host {
-			c.GradSkip = g
-		}
+	if g, gerr := c.gradSkip(recommended); gerr == nil {
+		c.GradSkip = hostDefault(c.GradSkip, g, host)
 	}
 	if c.Residual == "auto" {
 		c.Residual = "off"
@@ -311,6 +305,19 @@ func (c CompressConfig) WithResidualResolved(host bool) CompressConfig {
 		}
 	}
 	return c
+}
+
+// hostDefault is a host-only part's setting once resolved: what its flag
+// set, or where the flag was left at the default (-1), the resolved value
+// on host memory and off (0) elsewhere.
+func hostDefault[T int | float64](set, resolved T, host bool) T {
+	switch {
+	case set != -1:
+		return set
+	case host:
+		return resolved
+	}
+	return 0
 }
 
 // ResidualOn reports whether the run codes residuals (whatever the run's
