@@ -1,5 +1,7 @@
 package gnn
 
+import "fmt"
+
 // Config is everything that fixes the numbers of a training run on given
 // data: the architecture, the optimiser and the halo compression, as a
 // user sets them (decimal values in float64; the kernels' float32
@@ -48,6 +50,11 @@ func (c *Config) Validate() error {
 	m.InDim, m.Classes = 1, 1
 	if err := m.Validate(); err != nil {
 		return err
+	}
+	// The model reads 0 heads as 1 (a ModelConfig's zero value); a user
+	// who asks for 0 has made a mistake.
+	if c.Model == "gat" && (c.Heads < 1 || c.OutHeads < 1) {
+		return fmt.Errorf("heads: got %d and %d output heads, expected at least 1", c.Heads, c.OutHeads)
 	}
 	if err := c.TrainConfig().Validate(); err != nil {
 		return err

@@ -223,6 +223,9 @@ func TestUsageErrors(t *testing.T) {
 		{"train", "--data", "x.h5", "--comm-timeout", "-1s"},
 		{"train", "--data", "x.h5", "--comm-timeout", "5"},
 		{"train", "--data", "x.h5", "--progress", "dots"},
+		{"train", "--data", "x.h5", "--model", "gat", "--heads", "0"},
+		{"train", "--data", "x.h5", "--model", "gat", "--out-heads", "0"},
+		{"train", "--data", "x.h5", "--threads", "-1"},
 		{"gen", "--out", "x.h5", "--homophily", "1.5"},
 	} {
 		code, _, stderr := runCLI(args...)
