@@ -110,8 +110,9 @@ func writeFigures(res *results.Results, dir string) ([]results.Figure, error) {
 }
 
 // runCompare prints, for metrics files of finished runs, the accuracy each
-// reached and the halo bytes it sent, the first series being the reference
-// (the quickstart compares VARCO against full communication this way).
+// reached, the halo bytes it sent, its median epoch and its time to
+// accuracy, the first series being the reference (the quickstart compares
+// VARCO against full communication this way).
 func runCompare(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("compare", "compare SERIES...   (SERIES: NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl; the first is the reference)", stderr)
 	margin := fs.Float64("margin", 0.5, "time to accuracy: the target is the reference's mean test accuracy at best validation minus this many points")
@@ -138,14 +139,15 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	}
 	target, _ := results.MeanStd(refAcc)
 	target -= *margin / 100
-	fmt.Fprintf(tw, "run\truns\ttest acc at best val\thalo bytes sent\tof %s\tseconds\tseconds to %.2f%%\t\n", ss[0].Name, 100*target)
-	var ref float64
+	fmt.Fprintf(tw, "run\truns\ttest acc at best val\thalo bytes sent\tof %s\tseconds\ts/epoch\tof %s\tseconds to %.2f%%\t\n", ss[0].Name, ss[0].Name, 100*target)
+	var ref, refEpoch float64
 	for i, s := range ss {
-		var acc, bytes, secs, reach []float64
+		var acc, bytes, secs, epochs, reach []float64
 		for _, r := range s.Runs {
 			acc = append(acc, r.TestAtBestVal())
 			bytes = append(bytes, float64(r.TotalBytes()))
 			secs = append(secs, r.Seconds)
+			epochs = append(epochs, r.MedianEpoch())
 			if t, ok := r.TimeTo(target); ok {
 				reach = append(reach, t)
 			}
@@ -153,8 +155,11 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		a, sd := results.MeanStd(acc)
 		b, _ := results.MeanStd(bytes)
 		t, _ := results.MeanStd(secs)
+		// The median over runs of each run's median epoch: runs that take
+		// turns with the reference's share its quiet and busy spells.
+		epoch := results.Median(epochs)
 		if i == 0 {
-			ref = b
+			ref, refEpoch = b, epoch
 		}
 		reachText := "not reached"
 		if len(reach) == len(s.Runs) {
@@ -172,7 +177,11 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		if len(acc) > 1 {
 			accText += fmt.Sprintf(" ± %.2f", 100*sd)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%.1f\t%s\t\n", s.Name, len(s.Runs), accText, results.DecimalBytes(b), share, t, reachText)
+		epochShare := "-"
+		if refEpoch > 0 {
+			epochShare = fmt.Sprintf("%.2fx", epoch/refEpoch)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%.1f\t%.4f\t%s\t%s\t\n", s.Name, len(s.Runs), accText, results.DecimalBytes(b), share, t, epoch, epochShare, reachText)
 	}
 	return tw.Flush()
 }

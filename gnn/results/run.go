@@ -116,6 +116,38 @@ func (r *Run) TestAtBestVal() float64 {
 	return math.NaN()
 }
 
+// MedianEpoch is the median wall time of the run's epochs after the first,
+// which also pays for what a run does once (allocation, the exact input's
+// exchange); a run of one epoch gives that epoch's.
+func (r *Run) MedianEpoch() float64 {
+	n := len(r.Points)
+	if n == 0 {
+		return 0
+	}
+	if n == 1 {
+		return r.Points[0].SecondsCum
+	}
+	secs := make([]float64, n-1)
+	for i := 1; i < n; i++ {
+		secs[i-1] = r.Points[i].SecondsCum - r.Points[i-1].SecondsCum
+	}
+	return Median(secs)
+}
+
+// Median is the middle value of xs (the mean of the two middle ones for an
+// even count; 0 for none). xs is sorted in place.
+func Median(xs []float64) float64 {
+	n := len(xs)
+	if n == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
 // TotalBytes is the run's training halo traffic: the last bytes_cum.
 func (r *Run) TotalBytes() int64 { return r.Points[len(r.Points)-1].BytesCum }
 
