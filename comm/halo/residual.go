@@ -216,8 +216,7 @@ func (x *Exchange[P]) state(layer, dir, cols int) (*residual, error) {
 }
 
 func newResidual(cols, sent, recv int) residual {
-	return residual{cols: cols, sent: kernels.Mat{Rows: sent, Cols: cols, Data: make([]float32, sent*cols)},
-		recv: kernels.Mat{Rows: recv, Cols: cols, Data: make([]float32, recv*cols)}}
+	return residual{cols: cols, sent: *kernels.NewMat(sent, cols), recv: *kernels.NewMat(recv, cols)}
 }
 
 // ResidualBytes is the memory the residual state holds on this rank.
