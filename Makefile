@@ -11,7 +11,7 @@ TAGS ?= cpu
 GOFLAGS_TAGS := -tags "$(TAGS)"
 BIN := bin/gnn-spmd
 
-.PHONY: deps build mpich test-mpich test-cluster cpu cuda cuda-deps cuda-check gpu-bundle test test-fma vet fuzz fuzz-h5 demo experiments bench clean
+.PHONY: deps build mpich test-mpich test-cluster cpu cuda cuda-deps cuda-check gpu-bundle test test-fma vet fuzz fuzz-h5 demo experiments bench inprocess clean
 .DEFAULT_GOAL := build
 
 deps:
@@ -141,8 +141,10 @@ fuzz: deps
 DEMO_DATA := bin/demo-csbm-50k.h5
 DEMO_MPIRUN := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 4 --oversubscribe --mca mpi_yield_when_idle 1
 DEMO_TRAIN := $(DEMO_MPIRUN) $(BIN) train --data $(DEMO_DATA) --partition metis --epochs 60 --hidden 128
+$(DEMO_DATA):
+	$(BIN) gen --out $(DEMO_DATA) --nodes 50000 --classes 10 --degree 16 --homophily 0.7 --features 64 --snr 0.8 --seed 1
 demo: build
-	@test -f $(DEMO_DATA) || $(BIN) gen --out $(DEMO_DATA) --nodes 50000 --classes 10 --degree 16 --homophily 0.7 --features 64 --snr 0.8 --seed 1
+	@$(MAKE) --no-print-directory $(DEMO_DATA)
 	$(DEMO_TRAIN) --codec quant --metrics bin/demo-quant.jsonl
 	$(DEMO_TRAIN) --quiet --metrics bin/demo-full.jsonl
 	bin/gnn-results compare full=bin/demo-full.jsonl quant=bin/demo-quant.jsonl
@@ -152,6 +154,12 @@ experiments: build
 
 bench: build
 	scripts/bench.sh
+
+# The compressed epoch against full communication's in one process (4
+# goroutine ranks, no network) on the demo graph, modes taking turns.
+inprocess: build
+	@$(MAKE) --no-print-directory $(DEMO_DATA)
+	scripts/inprocess.sh
 
 clean: ptx-clean
 	rm -rf bin
