@@ -45,6 +45,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 args=()
 for m in "${modes[@]}"; do
-  args+=("$m=$(ls "$OUT/$m"-r*.jsonl | paste -sd, -)")
+  # This run's rounds only, not those an earlier run with more left in OUT.
+  args+=("$m=$(for r in $(seq 1 "$ROUNDS"); do echo "$OUT/$m-r$r.jsonl"; done | paste -sd, -)")
 done
 "$(dirname "$BIN")/gnn-results" compare "${args[@]}" | tee "$OUT/compare.txt"
