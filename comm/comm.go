@@ -15,6 +15,10 @@ type Comm interface {
 	// len(recv[p]) bytes from rank p, for every p (self included: a rank's
 	// send[r] is copied into its recv[r]). Both sides must agree on sizes.
 	AllToAllV(send, recv [][]byte) error
+	// AllToAllVShort is AllToAllV for messages whose size only their
+	// sender knows: recv[p] bounds what rank p may send (a longer message
+	// is an error) and got[p] is set to the bytes that came from it.
+	AllToAllVShort(send, recv [][]byte, got []int) error
 	// AllReduceFloat32 and AllReduceFloat64 replace x by its element-wise
 	// sum over all ranks. The result is bit-identical on every rank and
 	// depends only on the inputs and the world size (a fixed summation

@@ -63,13 +63,14 @@ type localOp uint8
 const (
 	localNone localOp = iota
 	localAllToAllV
+	localAllToAllVShort
 	localAllReduceFloat32
 	localAllReduceFloat64
 	localBcast
 	localBarrier
 )
 
-var localOpNames = [...]string{"none", "AllToAllV", "AllReduceFloat32", "AllReduceFloat64", "Bcast", "Barrier"}
+var localOpNames = [...]string{"none", "AllToAllV", "AllToAllVShort", "AllReduceFloat32", "AllReduceFloat64", "Bcast", "Barrier"}
 
 func (o localOp) String() string { return localOpNames[o] }
 
@@ -77,6 +78,7 @@ func (o localOp) String() string { return localOpNames[o] }
 type localSlot struct {
 	op         localOp
 	send, recv [][]byte
+	got        []int
 	f32        []float32
 	f64        []float64
 	buf        []byte
@@ -315,16 +317,35 @@ func (l *Local) AllToAllV(send, recv [][]byte) error {
 	})
 }
 
-func (g *localGroup) checkAllToAllV() error {
+func (g *localGroup) checkAllToAllV() error { return g.checkSizes("AllToAllV", false) }
+
+// AllToAllVShort implements Comm: AllToAllV where a message may be shorter
+// than its receive buffer. Every rank checks every rank's sizes.
+func (l *Local) AllToAllVShort(send, recv [][]byte, got []int) error {
+	g, r := l.g, l.rank
+	s := &g.slots[r]
+	s.send, s.recv, s.got = send, recv, got
+	return l.collective(localAllToAllVShort, func() error { return g.checkSizes("AllToAllVShort", true) }, func() {
+		for p := range recv {
+			got[p] = copy(recv[p], g.slots[p].send[r])
+		}
+	})
+}
+
+// checkSizes checks the all-to-all's buffers on every rank: a send to rank
+// d must fit what d receives from the sender, exactly unless short.
+func (g *localGroup) checkSizes(op string, short bool) error {
 	for p := range g.slots {
-		if s := &g.slots[p]; len(s.send) != g.q || len(s.recv) != g.q {
-			return fmt.Errorf("comm: local AllToAllV: rank %d passed %d send and %d receive buffers for %d ranks", p, len(s.send), len(s.recv), g.q)
+		s := &g.slots[p]
+		if len(s.send) != g.q || len(s.recv) != g.q || (short && len(s.got) != g.q) {
+			return fmt.Errorf("comm: local %s: rank %d passed %d send and %d receive buffers for %d ranks", op, p, len(s.send), len(s.recv), g.q)
 		}
 	}
 	for p := range g.slots {
 		for d := range g.slots {
-			if ns, nr := len(g.slots[p].send[d]), len(g.slots[d].recv[p]); ns != nr {
-				return fmt.Errorf("comm: local AllToAllV: rank %d sends %d bytes to rank %d, which expects %d", p, ns, d, nr)
+			ns, nr := len(g.slots[p].send[d]), len(g.slots[d].recv[p])
+			if ns > nr || (ns < nr && !short) {
+				return fmt.Errorf("comm: local %s: rank %d sends %d bytes to rank %d, which expects %d", op, p, ns, d, nr)
 			}
 		}
 	}

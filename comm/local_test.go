@@ -278,6 +278,58 @@ func TestLocalSizeMismatch(t *testing.T) {
 	}
 }
 
+// TestLocalAllToAllVShort: messages shorter than their receive buffers
+// arrive with their sizes; one longer than its buffer is an error on every
+// rank, and the group still works.
+func TestLocalAllToAllVShort(t *testing.T) {
+	const q = 3
+	var errs []error
+	within(t, 5*time.Second, func() {
+		errs = runRanks(q, func(c *Local) error {
+			r := c.Rank()
+			send, recv, got := make([][]byte, q), make([][]byte, q), make([]int, q)
+			for p := range send {
+				send[p] = make([]byte, r+p)
+				for i := range send[p] {
+					send[p][i] = payload(r, p, 0, i)
+				}
+				recv[p] = make([]byte, 10)
+			}
+			if err := c.AllToAllVShort(send, recv, got); err != nil {
+				return err
+			}
+			for p := range recv {
+				if got[p] != p+r {
+					return fmt.Errorf("rank %d: %d bytes from rank %d, want %d", r, got[p], p, p+r)
+				}
+				for i, b := range recv[p][:got[p]] {
+					if want := payload(p, r, 0, i); b != want {
+						return fmt.Errorf("rank %d: byte %d from rank %d is %d, want %d", r, i, p, b, want)
+					}
+				}
+			}
+			if r == 2 {
+				recv[1] = recv[1][:2] // rank 1 sends 3
+			}
+			err := c.AllToAllVShort(send, recv, got)
+			if err == nil {
+				return errors.New("AllToAllVShort into a short buffer succeeded")
+			}
+			recv[1] = recv[1][:10]
+			if err2 := c.AllToAllVShort(send, recv, got); err2 != nil {
+				return fmt.Errorf("AllToAllVShort after a mismatch: %v", err2)
+			}
+			return fmt.Errorf("expected: %w", err)
+		})
+	})
+	for r, err := range errs {
+		if err == nil || errors.Unwrap(err) == nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		t.Logf("rank %d: %v", r, err)
+	}
+}
+
 func TestLocalOpMismatch(t *testing.T) {
 	var errs []error
 	within(t, 5*time.Second, func() {

@@ -232,6 +232,15 @@ func (m *MPI) AllToAllV(send, recv [][]byte) error {
 	return nil
 }
 
+// AllToAllVShort implements Comm with point-to-point messages
+// (mpi.Comm.ExchangeShort): a collective's receive sizes must match the
+// sends exactly.
+func (m *MPI) AllToAllVShort(send, recv [][]byte, got []int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.call("AllToAllVShort", func() error { return m.world.ExchangeShort(send, recv, got) })
+}
+
 // stage lays bufs out back to back in buf (grown when short) and returns
 // buf and the per-peer windows into it.
 func (m *MPI) stage(buf []byte, view, bufs [][]byte, what string) ([]byte, [][]byte, error) {

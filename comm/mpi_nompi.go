@@ -18,13 +18,14 @@ func NewMPI() (*MPI, error) { return nil, errNoMPI }
 
 // The methods of the stand-in are never reached: NewMPI returns no MPI.
 
-func (m *MPI) Rank() int                           { return 0 }
-func (m *MPI) Size() int                           { return 1 }
-func (m *MPI) SetAllToAllVMode(AllToAllVMode)      {}
-func (m *MPI) AllToAllV(send, recv [][]byte) error { return errNoMPI }
-func (m *MPI) AllReduceFloat32(x []float32) error  { return errNoMPI }
-func (m *MPI) AllReduceFloat64(x []float64) error  { return errNoMPI }
-func (m *MPI) Bcast(buf []byte, root int) error    { return errNoMPI }
-func (m *MPI) Barrier() error                      { return errNoMPI }
-func (m *MPI) Abort(code int)                      { panic(errNoMPI) }
-func (m *MPI) Close() error                        { return nil }
+func (m *MPI) Rank() int                                           { return 0 }
+func (m *MPI) Size() int                                           { return 1 }
+func (m *MPI) SetAllToAllVMode(AllToAllVMode)                      {}
+func (m *MPI) AllToAllV(send, recv [][]byte) error                 { return errNoMPI }
+func (m *MPI) AllToAllVShort(send, recv [][]byte, got []int) error { return errNoMPI }
+func (m *MPI) AllReduceFloat32(x []float32) error                  { return errNoMPI }
+func (m *MPI) AllReduceFloat64(x []float64) error                  { return errNoMPI }
+func (m *MPI) Bcast(buf []byte, root int) error                    { return errNoMPI }
+func (m *MPI) Barrier() error                                      { return errNoMPI }
+func (m *MPI) Abort(code int)                                      { panic(errNoMPI) }
+func (m *MPI) Close() error                                        { return nil }

@@ -239,6 +239,13 @@ func (w *Watchdog) AllToAllV(send, recv [][]byte) error {
 	return err
 }
 
+func (w *Watchdog) AllToAllVShort(send, recv [][]byte, got []int) error {
+	w.enter(&opAllToAllV)
+	err := w.c.AllToAllVShort(send, recv, got)
+	w.leave()
+	return err
+}
+
 func (w *Watchdog) AllReduceFloat32(x []float32) error {
 	w.enter(&opAllReduceFloat32)
 	err := w.c.AllReduceFloat32(x)

@@ -16,6 +16,10 @@ package mpi
 #include <stdlib.h>
 #include <mpi.h>
 
+// SHORT_TAG marks exchange_short's messages; the ranks call it in the same
+// order, and MPI keeps the order of messages with one tag between two ranks.
+#define SHORT_TAG 0x6e6e
+
 static MPI_Fint world_handle(void) { return MPI_Comm_c2f(MPI_COMM_WORLD); }
 
 static int init_thread(int required, int *provided) {
@@ -78,6 +82,32 @@ static int alltoallw_bytes(int size, void **sp, const int *sn, void **rp, const 
 	free(t);
 	free(cnt);
 	free(displ);
+	return rv;
+}
+
+// exchange_short posts, for every rank p, a receive of at most rn[p] bytes
+// into rp[p] and a send of sn[p] bytes from sp[p], waits for them all and
+// sets got[p] to the bytes received from p. Point-to-point messages, unlike
+// a collective's, may be shorter than their receive buffers.
+static int exchange_short(int size, void **sp, const int *sn, void **rp, const int *rn, int *got, MPI_Fint cf) {
+	MPI_Comm c = MPI_Comm_f2c(cf);
+	MPI_Request *req = malloc(2 * (size_t)size * sizeof(MPI_Request));
+	MPI_Status *st = malloc(2 * (size_t)size * sizeof(MPI_Status));
+	int rv = MPI_SUCCESS;
+	if (req == NULL || st == NULL) rv = MPI_ERR_NO_MEM;
+	for (int i = 0; req != NULL && i < 2 * size; i++) req[i] = MPI_REQUEST_NULL;
+	for (int p = 0; rv == MPI_SUCCESS && p < size; p++)
+		rv = MPI_Irecv(rp[p], rn[p], MPI_BYTE, p, SHORT_TAG, c, &req[p]);
+	for (int p = 0; rv == MPI_SUCCESS && p < size; p++)
+		rv = MPI_Isend(sp[p], sn[p], MPI_BYTE, p, SHORT_TAG, c, &req[size + p]);
+	if (rv == MPI_SUCCESS) {
+		rv = MPI_Waitall(2 * size, req, st);
+		for (int i = 0; rv == MPI_ERR_IN_STATUS && i < 2 * size; i++)
+			if (st[i].MPI_ERROR != MPI_SUCCESS) rv = st[i].MPI_ERROR;
+	}
+	for (int p = 0; rv == MPI_SUCCESS && p < size; p++) rv = MPI_Get_count(&st[p], MPI_BYTE, &got[p]);
+	free(req);
+	free(st);
 	return rv;
 }
 
@@ -370,6 +400,49 @@ func (c Comm) AlltoallwBytes(send, recv [][]byte) error {
 		}
 	}
 	return check("MPI_Alltoallw", C.alltoallw_bytes(C.int(size), &ptr[0], &n[0], &ptr[size], &n[size], c.f))
+}
+
+// ExchangeShort sends send[p] to rank p and receives at most len(recv[p])
+// bytes from rank p into recv[p], for every p, by point-to-point messages,
+// and sets got[p] to the bytes that came: the sender alone knows a
+// message's size. A message longer than its receive buffer is an error
+// (MPI_ERR_TRUNCATE). Each buffer is limited to MaxCount bytes.
+func (c Comm) ExchangeShort(send, recv [][]byte, got []int) error {
+	size, err := c.Size()
+	if err != nil {
+		return err
+	}
+	if len(send) != size || len(recv) != size || len(got) != size {
+		return fmt.Errorf("mpi: short exchange: %d send and %d receive buffers and %d counts for %d ranks", len(send), len(recv), len(got), size)
+	}
+	// C reads the addresses from Go memory, which cgo allows for pinned
+	// objects only.
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	ptr := make([]unsafe.Pointer, 2*size)
+	n := make([]C.int, 3*size)
+	for i := range ptr {
+		b, what := send, "send to"
+		if i >= size {
+			b, what = recv, "receive from"
+		}
+		buf := b[i%size]
+		if len(buf) > MaxCount {
+			return fmt.Errorf("mpi: short exchange: %d bytes to %s rank %d exceed the C int count limit (%d)", len(buf), what, i%size, MaxCount)
+		}
+		if len(buf) > 0 {
+			ptr[i] = unsafe.Pointer(unsafe.SliceData(buf))
+			pin.Pin(ptr[i])
+			n[i] = C.int(len(buf))
+		}
+	}
+	if err := check("MPI_Isend/MPI_Irecv", C.exchange_short(C.int(size), &ptr[0], &n[0], &ptr[size], &n[size], &n[2*size], c.f)); err != nil {
+		return err
+	}
+	for p := range got {
+		got[p] = int(n[2*size+p])
+	}
+	return nil
 }
 
 // ReduceSumFloat32 sums x element-wise over c into root's x (MPI_Reduce,

@@ -200,6 +200,95 @@ func TestMPIEqualsOneProcess(t *testing.T) {
 	}
 }
 
+// TestMPICompressedEqualsGoroutines trains with the recommended compression
+// (residual coding with skipped rows, gradient rows left out, shared
+// headers: payloads whose size only their sender knows) under mpirun and
+// as goroutine ranks: every epoch must send the same bytes and reach the
+// same numbers, up to the order of MPI's sums.
+func TestMPICompressedEqualsGoroutines(t *testing.T) {
+	dir := t.TempDir()
+	g := filepath.Join(dir, "g.h5")
+	if code, _, stderr := runCLI("gen", "--out", g, "--nodes", "3000", "--classes", "4", "--features", "16", "--seed", "5"); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	common := []string{"train", "--data", g, "--epochs", "8", "--hidden", "16", "--codec", "quant", "--partition", "random", "--quiet"}
+	ref := filepath.Join(dir, "ref.jsonl")
+	if code, _, stderr := runCLI(append(common, "--ranks", "4", "--metrics", ref)...); code != 0 {
+		t.Fatalf("--ranks 4: %s", stderr)
+	}
+	out := filepath.Join(dir, "mpi.jsonl")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if b, err := mpirunCmd(ctx, t, 4, append(common, "--metrics", out)...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", launcher.name, err, b)
+	}
+	// Every field but the clocks.
+	epochs := func(path string) []map[string]any {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ms []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatal(err)
+			}
+			if m["summary"] == true {
+				continue
+			}
+			for k := range m {
+				if strings.HasSuffix(k, "_seconds") {
+					delete(m, k)
+				}
+			}
+			ms = append(ms, m)
+		}
+		return ms
+	}
+	got, want := epochs(out), epochs(ref)
+	if len(got) != len(want) || len(want) != 8 {
+		t.Fatalf("%d epochs under mpirun, %d as goroutines, want 8", len(got), len(want))
+	}
+	// The bytes exactly; the numbers up to the order of MPI's sums.
+	for e := range want {
+		if len(got[e]) != len(want[e]) {
+			t.Fatalf("epoch %d: fields %v, goroutines %v", e, got[e], want[e])
+		}
+		for k, w := range want[e] {
+			if !closeJSON(got[e][k], w, strings.HasPrefix(k, "bytes")) {
+				t.Fatalf("epoch %d: %s is %v under mpirun, %v as goroutines", e, k, got[e][k], w)
+			}
+		}
+	}
+	if sent := want[len(want)-1]["bytes_cum"].(float64); sent == 0 {
+		t.Fatal("no halo bytes sent")
+	}
+}
+
+// closeJSON compares two decoded JSON values: numbers within a relative
+// 1e-4, as sameRun does (exactly if exact), arrays element by element, the
+// rest as equal.
+func closeJSON(a, b any, exact bool) bool {
+	switch b := b.(type) {
+	case float64:
+		a, ok := a.(float64)
+		return ok && (a == b || !exact && math.Abs(a-b) <= 1e-4*math.Max(1, math.Abs(b)))
+	case []any:
+		a, ok := a.([]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for i := range b {
+			if !closeJSON(a[i], b[i], exact) {
+				return false
+			}
+		}
+		return true
+	}
+	return fmt.Sprint(a) == fmt.Sprint(b)
+}
+
 // TestMPIRankKilled SIGKILLs one rank of a running 3-rank job: mpirun and
 // every rank must be gone, with a non-zero status, within 30 s.
 func TestMPIRankKilled(t *testing.T) {

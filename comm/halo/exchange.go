@@ -90,8 +90,8 @@ type Exchange[P any] struct {
 
 	fwd, bwd []codec.Spec // per layer
 	// ops are the watchdog's names, per layer: the forward and backward
-	// exchanges, then their bitmaps (residual coding with skipping).
-	ops   [][4]comm.Op
+	// exchanges.
+	ops   [][2]comm.Op
 	epoch int
 	seed  uint64
 
@@ -120,15 +120,13 @@ func New[P any](plan *Plan, mem Memory[P], tr Transport[P], layers int) (*Exchan
 		return nil, fmt.Errorf("halo exchange: a plan for rank %d of %d over a transport of rank %d of %d", plan.Rank, q, tr.Rank(), tr.Size())
 	}
 	x := &Exchange[P]{plan: plan, mem: mem, tr: tr,
-		fwd: make([]codec.Spec, layers), bwd: make([]codec.Spec, layers), ops: make([][4]comm.Op, layers),
+		fwd: make([]codec.Spec, layers), bwd: make([]codec.Spec, layers), ops: make([][2]comm.Op, layers),
 		states: make([][2]residual, layers), sendB: make([]P, q), recvB: make([]P, q), sizes: make([]int, q),
 		meter: newMeter(layers, q)}
 	from, to := plan.peers()
 	for l := range x.ops {
-		x.ops[l] = [4]comm.Op{{Name: fmt.Sprintf("halo exchange forward layer %d", l), Peers: from},
-			{Name: fmt.Sprintf("halo exchange backward layer %d", l), Peers: to},
-			{Name: fmt.Sprintf("halo exchange forward bitmaps layer %d", l), Peers: from},
-			{Name: fmt.Sprintf("halo exchange backward bitmaps layer %d", l), Peers: to}}
+		x.ops[l] = [2]comm.Op{{Name: fmt.Sprintf("halo exchange forward layer %d", l), Peers: from},
+			{Name: fmt.Sprintf("halo exchange backward layer %d", l), Peers: to}}
 	}
 	return x, nil
 }
@@ -182,9 +180,13 @@ func (x *Exchange[P]) timed(start time.Time, acc *float64) error {
 }
 
 // transport sends sendB and receives recvB under the watchdog's name
-// ops[layer][op], counting the bytes to every peer but this rank (sizes)
+// ops[layer][dir], counting the bytes to every peer but this rank (sizes)
 // in traffic.
-func (x *Exchange[P]) transport(layer, op int, traffic []int64, sizes []int) error {
+func (x *Exchange[P]) transport(layer, dir int, traffic []int64, sizes []int) error {
+	return x.transportWith(layer, dir, traffic, sizes, func() error { return x.tr.AllToAllV(x.sendB, x.recvB) })
+}
+
+func (x *Exchange[P]) transportWith(layer, dir int, traffic []int64, sizes []int, move func() error) error {
 	for p := range traffic {
 		if p != x.plan.Rank {
 			traffic[p] += int64(sizes[p])
@@ -193,14 +195,13 @@ func (x *Exchange[P]) transport(layer, op int, traffic []int64, sizes []int) err
 	// Every caller has waited for the memory already (now, timed or a
 	// Sync; the residual paths use host memory, which has nothing queued).
 	start := time.Now()
-	comm.Label(x.tr, &x.ops[layer][op])
-	err := x.tr.AllToAllV(x.sendB, x.recvB)
+	comm.Label(x.tr, &x.ops[layer][dir])
+	err := move()
 	if err == nil {
 		err = x.timed(start, &x.meter.Seconds)
 	}
 	if err != nil {
-		what := [4]string{"forward", "backward", "forward bitmaps", "backward bitmaps"}[op]
-		return fmt.Errorf("halo %s of layer %d: %w", what, layer, err)
+		return fmt.Errorf("halo %s of layer %d: %w", [2]string{"forward", "backward"}[dir], layer, err)
 	}
 	return nil
 }

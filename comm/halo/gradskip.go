@@ -13,7 +13,7 @@ import (
 // partition) the rows below a tenth of the mean squared norm are 26-49% of
 // the rows early in training and 59-84% late, and hold 0.6-1.5% of the
 // squared norm. A plainly coded backward exchange with SkipGrad > 0 leaves
-// them out: per peer a bitmap (one bit per row, exchanged first and
+// them out: a bitmap at the head of each peer's payload (one bit per row,
 // counted in the bytes) says which rows follow, and the owner adds only
 // those.
 // It keeps no state, so nothing of it goes into a checkpoint. BackwardAdd
@@ -86,8 +86,8 @@ func (r *residualScratch) pick(rows []int32, bitmap []byte) []int32 {
 	return r.keep
 }
 
-// skipGradSend is BackwardSend with gradient row skipping: the bitmaps go
-// first, then the kept rows of every peer's payload.
+// skipGradSend is BackwardSend with gradient row skipping: each peer's
+// payload is the bitmap of its rows, then the kept rows.
 func skipGradSend(x *Exchange[[]byte], mem ResidualMemory, layer int, dh *kernels.Mat, c codec.Spec) error {
 	pl, r, f, q := x.plan, &x.scratch, dh.Cols, x.plan.Size()
 	r.prepare(q, max(pl.HaloRows(), pl.SendRows()))
@@ -96,33 +96,20 @@ func skipGradSend(x *Exchange[[]byte], mem ResidualMemory, layer int, dh *kernel
 	}
 	x.stage = mem.Scratch(&x.stageBuf, pl.SendRows(), f)
 	start := time.Now()
-	r.bitOut = cutBytes(r.bitOut, r.outB, func(p int) int { return bitmapSize(pl.recvRows[p]) })
-	r.bitIn = cutBytes(r.bitIn, r.inB, func(p int) int { return bitmapSize(pl.sendRows[p]) })
+	// Every payload staged at its largest size (every row kept).
+	r.wire = cutBytes(r.wire, r.wireP, func(p int) int { return bitmapSize(pl.recvRows[p]) + c.WireSize(pl.recvRows[p], f) })
 	for p := range q {
-		r.sentK[p] = gradBitmap(dh, pl.RecvStart[p], pl.recvRows[p], x.res.SkipGrad, r.norms, r.outB[p])
-		x.sizes[p] = bitmapSize(pl.recvRows[p])
-	}
-	if err := x.timed(start, &x.meter.CodecSeconds); err != nil {
-		return err
-	}
-	copy(x.sendB, r.outB)
-	copy(x.recvB, r.inB)
-	if err := x.transport(layer, 3, x.meter.Bwd[layer], x.sizes); err != nil {
-		return err
-	}
-	start = time.Now()
-	for p := range q {
-		r.recvK[p] = popcount(r.inB[p])
-	}
-	x.wireOut = x.cut(x.wireOut, x.sendB, func(p int) int { return c.WireSize(r.sentK[p], f) })
-	x.wireIn = x.cut(x.wireIn, x.recvB, func(p int) int { return c.WireSize(r.recvK[p], f) })
-	for p := range q {
-		mem.EncodeRows(c, dh, r.rows(r.outB[p], pl.RecvStart[p], pl.recvRows[p]), x.sendB[p],
+		n, lead := pl.recvRows[p], bitmapSize(pl.recvRows[p])
+		bitmap := r.wireP[p][:lead]
+		kept := gradBitmap(dh, pl.RecvStart[p], n, x.res.SkipGrad, r.norms, bitmap)
+		x.sizes[p] = lead + c.WireSize(kept, f)
+		x.sendB[p] = r.wireP[p][:x.sizes[p]]
+		mem.EncodeRows(c, dh, r.rows(bitmap, pl.RecvStart[p], n), x.sendB[p][lead:],
 			codec.SeedFor(x.seed, x.epoch, layer, 1, pl.Rank, p))
-		x.sizes[p] = c.WireSize(r.sentK[p], f)
 	}
+	x.wireIn = x.cut(x.wireIn, x.recvB, func(p int) int { return bitmapSize(pl.sendRows[p]) + c.WireSize(pl.sendRows[p], f) })
 	if err := x.timed(start, &x.meter.CodecSeconds); err != nil {
 		return err
 	}
-	return x.transport(layer, 1, x.meter.Bwd[layer], x.sizes)
+	return transportShort(x, layer, 1, x.meter.Bwd[layer], func(p int) int { return bitmapSize(pl.sendRows[p]) }, c, f)
 }

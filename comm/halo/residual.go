@@ -23,8 +23,8 @@ type Residual struct {
 	Forward, Backward bool
 	// Skip, when > 0, leaves out every row whose residual's largest
 	// magnitude is at most Skip times the largest of the row itself: a
-	// bitmap per peer (one bit per row, counted in the bytes, exchanged
-	// before the rows) says which rows follow. Both ends keep R for the rows
+	// bitmap at the head of each peer's payload (one bit per row, counted
+	// in the bytes) says which rows follow. Both ends keep R for the rows
 	// left out, whose residual carries into the next exchange.
 	Skip float32
 	// SkipGrad, when > 0, leaves out of every backward exchange that codes
@@ -73,15 +73,15 @@ func (x *Exchange[P]) sides(dir int) (send, recv side) {
 
 // residualScratch is what residual coding reuses between exchanges.
 type residualScratch struct {
-	d, dBuf       kernels.Mat // the residuals, then their decoded values
-	iota          []int32     // iota[i] = i: a contiguous range as a row list
-	keep          []int32     // the rows one bitmap keeps
-	bitOut, bitIn []byte      // all peers' bitmaps, one allocation each
-	outB, inB     [][]byte    // their per-peer views
-	sentK, recvK  []int       // rows kept per peer
-	wire          []byte      // the fused encoder's payloads, all peers
-	wireP         [][]byte    // their per-peer views, at their largest
-	norms         []float64   // gradient skipping: the rows' squared norms
+	d, dBuf   kernels.Mat // the residuals, then their decoded values
+	iota      []int32     // iota[i] = i: a contiguous range as a row list
+	keep      []int32     // the rows one bitmap keeps
+	outB, inB [][]byte    // per peer, the bitmaps at the head of the payloads sent and received
+	sentK     []int       // rows kept per peer
+	got       []int       // bytes received per peer under skipping
+	wire      []byte      // the payloads sent, all peers
+	wireP     [][]byte    // their per-peer views, at their largest
+	norms     []float64   // gradient skipping: the rows' squared norms
 }
 
 // prepare sizes the scratch for q peers and states of up to rows rows.
@@ -95,7 +95,7 @@ func (r *residualScratch) prepare(q, rows int) {
 	}
 	if len(r.outB) != q {
 		r.outB, r.inB = make([][]byte, q), make([][]byte, q)
-		r.sentK, r.recvK = make([]int, q), make([]int, q)
+		r.sentK = make([]int, q)
 		r.wireP = make([][]byte, q)
 	}
 }
@@ -233,31 +233,30 @@ func (x *Exchange[P]) ResidualBytes() int64 {
 // residualEncode is the sender's half of a residual exchange in direction
 // dir: for every peer p it writes the residuals of src's rows idx(p)
 // against st.sent into x.sendB[p], adds what the receiver will decode into
-// st.sent, and prepares x.recvB for the peers' payloads. With skipping it
-// first exchanges the bitmaps (their bytes and time counted as traffic).
-// With measure set it adds comp_error's sums of the rows against the
-// updated st.sent to the meter.
+// st.sent, and prepares x.recvB for the peers' payloads. With skipping a
+// payload leads with its bitmap, and its receiver learns from that bitmap
+// how many rows follow (residualTransport). With measure set it adds
+// comp_error's sums of the rows against the updated st.sent to the meter.
 func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c codec.Spec, src *kernels.Mat, idx func(p int) []int32, st *residual, measure bool) error {
 	pl, r, f, q := x.plan, &x.scratch, src.Cols, x.plan.Size()
 	send, recv := x.sides(dir)
-	traffic := [2][][]int64{x.meter.Fwd, x.meter.Bwd}[dir][layer]
 	r.prepare(q, max(st.sent.Rows, st.recv.Rows))
 	start := time.Now()
-	copy(r.recvK, recv.Rows)
-	if x.res.Skip > 0 {
-		r.bitOut = cutBytes(r.bitOut, r.outB, func(p int) int { return bitmapSize(send.Rows[p]) })
-		r.bitIn = cutBytes(r.bitIn, r.inB, func(p int) int { return bitmapSize(recv.Rows[p]) })
-	}
+	lead := x.bitmapBytes
 	seed := func(p int) uint64 { return codec.SeedFor(x.seed, x.epoch, layer, dir, pl.Rank, p) }
+	// Every peer's payload is staged at its largest size (every row kept),
+	// its bitmap first.
+	r.wire = cutBytes(r.wire, r.wireP, func(p int) int { return lead(send.Rows[p]) + c.WireSize(send.Rows[p], f) })
+	for p := range q {
+		r.outB[p] = r.wireP[p][:lead(send.Rows[p])]
+	}
 	h, fused := mem.(*Host)
-	fused = fused && fast && c.DeltaFused() && f > 0
-	if fused {
+	if fused && fast && c.DeltaFused() && f > 0 {
 		// One pass per row: residual, skip test, code, the state's update
-		// and comp_error, into payloads staged at their largest size.
-		r.wire = cutBytes(r.wire, r.wireP, func(p int) int { return c.WireSize(send.Rows[p], f) })
+		// and comp_error.
 		for p := range q {
 			lo, n := send.Start[p], send.Rows[p]
-			k, e, nn := h.DeltaEncode(c, idx(p), src, &st.sent, lo, n, x.res.Skip, x.bitmap(r.outB, p), r.wireP[p], seed(p))
+			k, e, nn := h.DeltaEncode(c, idx(p), src, &st.sent, lo, n, x.res.Skip, x.bitmap(r.outB, p), r.wireP[p][lead(n):], seed(p))
 			r.sentK[p] = k
 			if measure {
 				x.meter.ErrSq[layer] += e
@@ -267,58 +266,91 @@ func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c c
 	} else {
 		r.d = mem.Scratch(&r.dBuf, st.sent.Rows, f)
 		for p := range q {
-			r.sentK[p] = mem.Residual(idx(p), src, &st.sent, send.Start[p], &r.d, x.res.Skip, x.bitmap(r.outB, p))
+			lo, n := send.Start[p], send.Rows[p]
+			r.sentK[p] = mem.Residual(idx(p), src, &st.sent, lo, &r.d, x.res.Skip, x.bitmap(r.outB, p))
+			rows := r.rows(x.bitmap(r.outB, p), lo, n)
+			wire := r.wireP[p][lead(n) : lead(n)+c.WireSize(len(rows), f)]
+			if x.res.Skip > 0 {
+				mem.EncodeRows(c, &r.d, rows, wire, seed(p))
+			} else {
+				mem.Encode(c, &r.d, lo, lo+n, wire, seed(p))
+			}
+			// The sender decodes its own payload into residual rows it has
+			// encoded, and adds them into its copy of the receiver's state.
+			mem.Decode(c, wire, &r.d, lo, lo+len(rows))
+			mem.ScatterAdd(rows, &r.d, lo, &st.sent)
+			if measure {
+				// comp_error: what the receiver's rows miss of the sender's now.
+				e, nn := mem.SqDiff(idx(p), src, &st.sent, lo)
+				x.meter.ErrSq[layer] += e
+				x.meter.NormSq[layer] += nn
+			}
 		}
 	}
-	if x.res.Skip > 0 {
-		if err := x.timed(start, &x.meter.CodecSeconds); err != nil {
-			return err
-		}
-		for p := range q {
-			x.sizes[p] = bitmapSize(send.Rows[p])
-		}
-		copy(x.sendB, r.outB)
-		copy(x.recvB, r.inB)
-		if err := x.transport(layer, dir+2, traffic, x.sizes); err != nil {
-			return err
-		}
-		start = time.Now()
-		for p := range q {
-			r.recvK[p] = popcount(r.inB[p])
-		}
-	}
-	x.wireIn = x.cut(x.wireIn, x.recvB, func(p int) int { return c.WireSize(r.recvK[p], f) })
-	if fused {
-		for p := range q {
-			x.sizes[p] = c.WireSize(r.sentK[p], f)
-			x.sendB[p] = r.wireP[p][:x.sizes[p]]
-		}
-		return x.timed(start, &x.meter.CodecSeconds)
-	}
-	x.wireOut = x.cut(x.wireOut, x.sendB, func(p int) int { return c.WireSize(r.sentK[p], f) })
 	for p := range q {
-		lo, n := send.Start[p], send.Rows[p]
-		rows := r.rows(x.bitmap(r.outB, p), lo, n)
-		if x.res.Skip > 0 {
-			mem.EncodeRows(c, &r.d, rows, x.sendB[p], seed(p))
-		} else {
-			mem.Encode(c, &r.d, lo, lo+n, x.sendB[p], seed(p))
-		}
-		// The sender decodes its own payload into residual rows it has
-		// encoded, and adds them into its copy of the receiver's state.
-		mem.Decode(c, x.sendB[p], &r.d, lo, lo+len(rows))
-		mem.ScatterAdd(rows, &r.d, lo, &st.sent)
-		x.sizes[p] = c.WireSize(len(rows), f)
+		x.sizes[p] = lead(send.Rows[p]) + c.WireSize(r.sentK[p], f)
+		x.sendB[p] = r.wireP[p][:x.sizes[p]]
 	}
-	if measure {
-		for p := range q {
-			// comp_error: what the receiver's rows miss of the sender's now.
-			e, n := mem.SqDiff(idx(p), src, &st.sent, send.Start[p])
-			x.meter.ErrSq[layer] += e
-			x.meter.NormSq[layer] += n
-		}
-	}
+	// The peers' payloads, likewise at their largest.
+	x.wireIn = x.cut(x.wireIn, x.recvB, func(p int) int { return lead(recv.Rows[p]) + c.WireSize(recv.Rows[p], f) })
 	return x.timed(start, &x.meter.CodecSeconds)
+}
+
+// bitmapBytes is the bitmap that leads a payload of n rows under skipping
+// (none without).
+func (x *Exchange[P]) bitmapBytes(n int) int {
+	if x.res.Skip > 0 {
+		return bitmapSize(n)
+	}
+	return 0
+}
+
+// residualTransport sends the payloads residualEncode staged, short ones
+// under skipping (transportShort).
+func residualTransport(x *Exchange[[]byte], layer, dir int, c codec.Spec, f int, traffic []int64) error {
+	if x.res.Skip <= 0 {
+		return x.transport(layer, dir, traffic, x.sizes)
+	}
+	_, recv := x.sides(dir)
+	return transportShort(x, layer, dir, traffic, func(p int) int { return bitmapSize(recv.Rows[p]) }, c, f)
+}
+
+// shortTransport is a host transport that receives payloads shorter than
+// their buffers (comm.Comm.AllToAllVShort).
+type shortTransport interface {
+	AllToAllVShort(send, recv [][]byte, got []int) error
+}
+
+// transportShort is transport for payloads under skipping: each leads with
+// the bitmap of its rows (lead(p) bytes from peer p) and carries only the
+// rows whose bits are set, a size that only its sender knows. It cuts each
+// received payload into its bitmap (the scratch's inB) and its rows
+// (x.recvB), and checks that the payload's size agrees with the bitmap.
+func transportShort(hx *Exchange[[]byte], layer, dir int, traffic []int64, lead func(p int) int, c codec.Spec, f int) error {
+	tr, short := hx.tr.(shortTransport)
+	if !short {
+		return fmt.Errorf("halo %s of layer %d: skipping rows needs a host transport that receives short payloads, not %T", [2]string{"forward", "backward"}[dir], layer, hx.tr)
+	}
+	r := &hx.scratch
+	if len(r.got) != len(hx.recvB) {
+		r.got = make([]int, len(hx.recvB))
+	}
+	if err := hx.transportWith(layer, dir, traffic, hx.sizes, func() error { return tr.AllToAllVShort(hx.sendB, hx.recvB, r.got) }); err != nil {
+		return err
+	}
+	for p, b := range hx.recvB {
+		n, kept := lead(p), 0
+		if r.got[p] >= n {
+			r.inB[p] = b[:n]
+			kept = popcount(r.inB[p])
+		}
+		if want := n + c.WireSize(kept, f); r.got[p] != want {
+			return fmt.Errorf("halo %s of layer %d: rank %d sent %d bytes, expected a %d-byte bitmap and the %d rows it marks (%d bytes)",
+				[2]string{"forward", "backward"}[dir], layer, p, r.got[p], n, kept, want)
+		}
+		hx.recvB[p] = b[n:r.got[p]]
+	}
+	return nil
 }
 
 // residualDecode is the receiver's half for peer p: it adds the decoded
@@ -345,7 +377,7 @@ func residualForward(x *Exchange[[]byte], mem ResidualMemory, layer int, h *kern
 	if err := residualEncode(x, mem, layer, 0, c, h, func(p int) []int32 { return pl.Send[p] }, st, true); err != nil {
 		return err
 	}
-	if err := x.transport(layer, 0, x.meter.Fwd[layer], x.sizes); err != nil {
+	if err := residualTransport(x, layer, 0, c, f, x.meter.Fwd[layer]); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -398,7 +430,7 @@ func residualBackwardSend(x *Exchange[[]byte], mem ResidualMemory, layer int, dh
 	if err := residualEncode(x, mem, layer, 1, c, dh, halo, st, false); err != nil {
 		return err
 	}
-	return x.transport(layer, 1, x.meter.Bwd[layer], x.sizes)
+	return residualTransport(x, layer, 1, c, f, x.meter.Bwd[layer])
 }
 
 // residualBackwardAdd is BackwardAdd with residual coding: the gradients
