@@ -378,12 +378,23 @@ func (c Comm) AlltoallwBytes(send, recv [][]byte) error {
 	if len(send) != size || len(recv) != size {
 		return fmt.Errorf("mpi: MPI_Alltoallw: %d send and %d receive buffers for %d ranks", len(send), len(recv), size)
 	}
-	// C reads the addresses from Go memory, which cgo allows for pinned
-	// objects only.
 	var pin runtime.Pinner
 	defer pin.Unpin()
-	ptr := make([]unsafe.Pointer, 2*size)
 	n := make([]C.int, 2*size)
+	ptr, err := pinned("MPI_Alltoallw", send, recv, &pin, n)
+	if err != nil {
+		return err
+	}
+	return check("MPI_Alltoallw", C.alltoallw_bytes(C.int(size), &ptr[0], &n[0], &ptr[size], &n[size], c.f))
+}
+
+// pinned pins the non-empty buffers of send, then of recv, and returns
+// their addresses (nil for an empty one), setting n[i] to the byte count of
+// the i-th: C reads the addresses from Go memory, which cgo allows for
+// pinned objects only. Each buffer is limited to MaxCount bytes.
+func pinned(op string, send, recv [][]byte, pin *runtime.Pinner, n []C.int) ([]unsafe.Pointer, error) {
+	size := len(send)
+	ptr := make([]unsafe.Pointer, 2*size)
 	for i := range ptr {
 		b, what := send, "send to"
 		if i >= size {
@@ -391,7 +402,7 @@ func (c Comm) AlltoallwBytes(send, recv [][]byte) error {
 		}
 		buf := b[i%size]
 		if len(buf) > MaxCount {
-			return fmt.Errorf("mpi: MPI_Alltoallw: %d bytes to %s rank %d exceed the C int count limit (%d)", len(buf), what, i%size, MaxCount)
+			return nil, fmt.Errorf("mpi: %s: %d bytes to %s rank %d exceed the C int count limit (%d)", op, len(buf), what, i%size, MaxCount)
 		}
 		if len(buf) > 0 {
 			ptr[i] = unsafe.Pointer(unsafe.SliceData(buf))
@@ -399,7 +410,7 @@ func (c Comm) AlltoallwBytes(send, recv [][]byte) error {
 			n[i] = C.int(len(buf))
 		}
 	}
-	return check("MPI_Alltoallw", C.alltoallw_bytes(C.int(size), &ptr[0], &n[0], &ptr[size], &n[size], c.f))
+	return ptr, nil
 }
 
 // ExchangeShort sends send[p] to rank p and receives at most len(recv[p])
@@ -415,26 +426,12 @@ func (c Comm) ExchangeShort(send, recv [][]byte, got []int) error {
 	if len(send) != size || len(recv) != size || len(got) != size {
 		return fmt.Errorf("mpi: short exchange: %d send and %d receive buffers and %d counts for %d ranks", len(send), len(recv), len(got), size)
 	}
-	// C reads the addresses from Go memory, which cgo allows for pinned
-	// objects only.
 	var pin runtime.Pinner
 	defer pin.Unpin()
-	ptr := make([]unsafe.Pointer, 2*size)
-	n := make([]C.int, 3*size)
-	for i := range ptr {
-		b, what := send, "send to"
-		if i >= size {
-			b, what = recv, "receive from"
-		}
-		buf := b[i%size]
-		if len(buf) > MaxCount {
-			return fmt.Errorf("mpi: short exchange: %d bytes to %s rank %d exceed the C int count limit (%d)", len(buf), what, i%size, MaxCount)
-		}
-		if len(buf) > 0 {
-			ptr[i] = unsafe.Pointer(unsafe.SliceData(buf))
-			pin.Pin(ptr[i])
-			n[i] = C.int(len(buf))
-		}
+	n := make([]C.int, 3*size) // the sends', the receives', then the counts received
+	ptr, err := pinned("short exchange", send, recv, &pin, n)
+	if err != nil {
+		return err
 	}
 	if err := check("MPI_Isend/MPI_Irecv", C.exchange_short(C.int(size), &ptr[0], &n[0], &ptr[size], &n[size], &n[2*size], c.f)); err != nil {
 		return err
