@@ -344,7 +344,10 @@ func (g *localGroup) checkSizes(op string, short bool) error {
 	for p := range g.slots {
 		for d := range g.slots {
 			ns, nr := len(g.slots[p].send[d]), len(g.slots[d].recv[p])
-			if ns > nr || (ns < nr && !short) {
+			switch {
+			case ns > nr && short:
+				return fmt.Errorf("comm: local %s: rank %d sends %d bytes to rank %d, which takes at most %d", op, p, ns, d, nr)
+			case ns != nr && !short:
 				return fmt.Errorf("comm: local %s: rank %d sends %d bytes to rank %d, which expects %d", op, p, ns, d, nr)
 			}
 		}
