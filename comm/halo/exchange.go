@@ -201,10 +201,13 @@ func (x *Exchange[P]) transportWith(layer, dir int, traffic []int64, sizes []int
 		err = x.timed(start, &x.meter.Seconds)
 	}
 	if err != nil {
-		return fmt.Errorf("halo %s of layer %d: %w", [2]string{"forward", "backward"}[dir], layer, err)
+		return fmt.Errorf("halo %s of layer %d: %w", dirName[dir], layer, err)
 	}
 	return nil
 }
+
+// dirName names direction dir (0 forward, 1 backward) in errors.
+var dirName = [2]string{"forward", "backward"}
 
 // Forward fills h's halo rows with their owners' rows. Raw rows are
 // received in place; encoded ones are decoded into place.

@@ -111,5 +111,5 @@ func skipGradSend(x *Exchange[[]byte], mem ResidualMemory, layer int, dh *kernel
 	if err := x.timed(start, &x.meter.CodecSeconds); err != nil {
 		return err
 	}
-	return transportShort(x, layer, 1, x.meter.Bwd[layer], func(p int) int { return bitmapSize(pl.sendRows[p]) }, c, f)
+	return transportShort(x, layer, 1, x.meter.Bwd[layer], pl.sendRows, c, f)
 }

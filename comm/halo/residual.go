@@ -312,7 +312,7 @@ func residualTransport(x *Exchange[[]byte], layer, dir int, c codec.Spec, f int,
 		return x.transport(layer, dir, traffic, x.sizes)
 	}
 	_, recv := x.sides(dir)
-	return transportShort(x, layer, dir, traffic, func(p int) int { return bitmapSize(recv.Rows[p]) }, c, f)
+	return transportShort(x, layer, dir, traffic, recv.Rows, c, f)
 }
 
 // shortTransport is a host transport that receives payloads shorter than
@@ -322,14 +322,14 @@ type shortTransport interface {
 }
 
 // transportShort is transport for payloads under skipping: each leads with
-// the bitmap of its rows (lead(p) bytes from peer p) and carries only the
-// rows whose bits are set, a size that only its sender knows. It cuts each
+// the bitmap of its rows (rows[p] from peer p) and carries only the rows
+// whose bits are set, a size that only its sender knows. It cuts each
 // received payload into its bitmap (the scratch's inB) and its rows
 // (x.recvB), and checks that the payload's size agrees with the bitmap.
-func transportShort(hx *Exchange[[]byte], layer, dir int, traffic []int64, lead func(p int) int, c codec.Spec, f int) error {
+func transportShort(hx *Exchange[[]byte], layer, dir int, traffic []int64, rows []int, c codec.Spec, f int) error {
 	tr, short := hx.tr.(shortTransport)
 	if !short {
-		return fmt.Errorf("halo %s of layer %d: skipping rows needs a host transport that receives short payloads, not %T", [2]string{"forward", "backward"}[dir], layer, hx.tr)
+		return fmt.Errorf("halo %s of layer %d: skipping rows needs a host transport that receives short payloads, not %T", dirName[dir], layer, hx.tr)
 	}
 	r := &hx.scratch
 	if len(r.got) != len(hx.recvB) {
@@ -339,14 +339,14 @@ func transportShort(hx *Exchange[[]byte], layer, dir int, traffic []int64, lead 
 		return err
 	}
 	for p, b := range hx.recvB {
-		n, kept := lead(p), 0
+		n, kept := bitmapSize(rows[p]), 0
 		if r.got[p] >= n {
 			r.inB[p] = b[:n]
 			kept = popcount(r.inB[p])
 		}
 		if want := n + c.WireSize(kept, f); r.got[p] != want {
 			return fmt.Errorf("halo %s of layer %d: rank %d sent %d bytes, expected a %d-byte bitmap and the %d rows it marks (%d bytes)",
-				[2]string{"forward", "backward"}[dir], layer, p, r.got[p], n, kept, want)
+				dirName[dir], layer, p, r.got[p], n, kept, want)
 		}
 		hx.recvB[p] = b[n:r.got[p]]
 	}

@@ -53,7 +53,7 @@ func (x *Exchange[P]) RestoreResidual(tables []ResidualTable) error {
 				t.Layer, t.Dir, t.Cols, len(t.Rows), len(x.states), q)
 		}
 		send, recv := x.sides(t.Dir)
-		what := [2]string{"forward", "backward"}[t.Dir]
+		what := dirName[t.Dir]
 		// off[s][r] is the first value of block (s, r).
 		off := make([][]int, q)
 		n := 0
