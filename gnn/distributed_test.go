@@ -153,9 +153,16 @@ func sameTraining(t *testing.T, got, want []metrics.Epoch, q int) {
 // inputCached is whether a distributed run of epochs epochs, evaluating
 // every epoch at full precision, exchanges the first layer's exact input once
 // (Model.cacheExactInput, on the host) instead of every evaluation.
-func inputCached(mc ModelConfig, epochs int) bool {
+func inputCached(mc ModelConfig, sends int) bool {
 	d := mc.Dims()
-	return mc.Model != "gat" && (d[1] >= d[0] || d[0] < d[1]*epochs)
+	return mc.Model != "gat" && (d[1] >= d[0] || d[0] < d[1]*sends)
+}
+
+// trainInputCached reports whether a distributed run of mc over epochs
+// caches the first layer's input for training too (Model.CacheInput): a
+// forward and a backward exchange per epoch saved.
+func trainInputCached(mc ModelConfig, epochs int) bool {
+	return mc.Dropout == 0 && inputCached(mc, 2*epochs)
 }
 
 // TestEvalInputCachedOnce: where the evaluation passes run at full
@@ -204,6 +211,64 @@ func TestEvalInputCachedOnce(t *testing.T) {
 			for r, tr := range trainers {
 				if tr.evalOnce != once {
 					t.Errorf("rank %d: the input's one exchange counted %d bytes, analytic %d", r, tr.evalOnce, once)
+				}
+			}
+		})
+	}
+}
+
+// TestInputCachedOnce: without dropout a distributed run sends the first
+// layer's input once, raw, in epoch 0, and reads its cached aggregation from
+// then on, forward and backward; its losses and accuracies are those of one
+// process, as are those of --resend-input's, which sends the layer's rows
+// every epoch. A first layer that projects first caches the input only where
+// the run's exchanges of the layer would send more.
+func TestInputCachedOnce(t *testing.T) {
+	for _, c := range []struct {
+		name                     string
+		features, hidden, epochs int
+		cached                   bool
+	}{
+		{"aggregates-first", 24, 32, 6, true},
+		{"projects-first", 96, 16, 4, true},        // 96 < 16*2*4
+		{"projects-first-short", 96, 16, 3, false}, // 96 >= 16*2*3
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ds, err := gen.Generate(gen.Options{Nodes: 1500, Classes: 4, AvgDegree: 8, Homophily: 0.7, Features: c.features, SNR: 1, Seed: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			split := ds.SplitNames()[0]
+			mc := ModelConfig{Model: "sage", Layers: 2, Hidden: c.hidden, InDim: ds.NumFeatures, Classes: ds.NumClasses, Seed: 2}
+			if trainInputCached(mc, c.epochs) != c.cached {
+				t.Fatalf("trainInputCached is %v, the case says %v", !c.cached, c.cached)
+			}
+			want := runSingle(t, ds, split, mc, c.epochs)
+			parts := partitionBy(t, ds, split, "random", 2)
+			rows := haloRows(t, ds, split, parts, 2)
+			w := int64(min(c.features, c.hidden))
+			resend := func() CompressConfig { cc := DefaultCompressConfig(); cc.ResendInput = true; return cc }
+			for _, run := range []struct {
+				name   string
+				comp   func() CompressConfig
+				cached bool
+			}{{"default", nil, c.cached}, {"resend-input", resend, false}} {
+				got := runRanks(t, ds, split, parts, 2, mc, c.epochs, run.comp)
+				sameTraining(t, got, want, 2)
+				for e, st := range got {
+					wantFwd, wantBwd := rows*w*4, int64(0)
+					if c.features > c.hidden {
+						wantBwd = wantFwd // projects first: the projection's gradient rows return
+					}
+					if run.cached {
+						wantFwd, wantBwd = 0, 0
+						if e == 0 {
+							wantFwd = rows * int64(c.features) * 4
+						}
+					}
+					if st.BytesFwdLayer[0] != wantFwd || st.BytesBwdLayer[0] != wantBwd {
+						t.Errorf("%s, epoch %d: first layer's bytes %d/%d fwd/bwd, analytic %d/%d", run.name, e, st.BytesFwdLayer[0], st.BytesBwdLayer[0], wantFwd, wantBwd)
+					}
 				}
 			}
 		})
@@ -276,14 +341,23 @@ func TestDistributedEqualsSingle(t *testing.T) {
 						// the first layer sends no gradient when it aggregates its input.
 						// With dropout, the dropout-free evaluation pass adds a forward
 						// exchange, counted apart, but for the first layer's when its
-						// exact input is cached (TestEvalInputCachedOnce).
+						// exact input is cached (TestEvalInputCachedOnce). Without
+						// dropout the first layer's input crosses once, in epoch 0,
+						// at its own width (TestInputCachedOnce).
 						rows := haloRows(t, ds, split, parts, q)
 						dims := mc.Dims()
+						cached := q > 1 && trainInputCached(mc, epochs)
 						for l := 0; l < mc.Layers; l++ {
 							w := int64(min(dims[l], dims[l+1]))
 							wantFwd, wantBwd := rows*w*4, rows*w*4
 							if l == 0 && dims[1] >= dims[0] {
 								wantBwd = 0
+							}
+							if l == 0 && cached {
+								wantFwd, wantBwd = 0, 0
+								if got[0].BytesFwdLayer[0] != rows*int64(dims[0])*4 || got[0].BytesBwdLayer[0] != 0 {
+									t.Errorf("layer 0, epoch 0: counted %d/%d bytes fwd/bwd, analytic %d/0 (the input, once)", got[0].BytesFwdLayer[0], got[0].BytesBwdLayer[0], rows*int64(dims[0])*4)
+								}
 							}
 							if last.BytesFwdLayer[l] != wantFwd || last.BytesBwdLayer[l] != wantBwd {
 								t.Errorf("layer %d: counted %d/%d bytes fwd/bwd, analytic %d/%d", l, last.BytesFwdLayer[l], last.BytesBwdLayer[l], wantFwd, wantBwd)

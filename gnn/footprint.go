@@ -12,15 +12,18 @@ package gnn
 // parameters and Adam moments, and the estimate stays an upper bound.
 // With residual, it adds residual coding's state (both ends' copies of
 // every layer's rows, both directions) and its scratch; with exactEval
-// (evaluation passes at full precision in a distributed run), the first
-// layer's cached exact input (Model.cacheExactInput), the matrix its one
-// exchange fills and, for SAGE, the first layer's shared self term.
-// TestFootprint holds it to what NewModel allocates.
-func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, exactEval bool) float64 {
+// (evaluation passes at full precision in a distributed run) or
+// cachedInput (the training passes read the input cached too,
+// Model.CacheInput), the first layer's cached exact input
+// (Model.cacheExactInput) where it is not the layer's z, the matrix its one
+// exchange fills and, for SAGE evaluated apart from an uncached training
+// pass, the first layer's shared self term. TestFootprint holds it to what
+// NewModel and training allocate.
+func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, exactEval, cachedInput bool) float64 {
 	const f32 = 4
 	dims := cfg.Dims()
 	own, rows := float64(owned), float64(owned+halo)
-	var floats, scratch, width, exchanged float64
+	var floats, scratch, width, exchanged, cacheWidth float64
 	if cfg.Model == "gat" {
 		floats, width, exchanged = gatFootprint(cfg, own, rows, float64(edges))
 	}
@@ -63,17 +66,26 @@ func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, ex
 			scratch = max(scratch, own*in)
 		}
 	}
-	if exactEval && halo > 0 && cfg.Model != "gat" {
-		in, projectFirst := float64(dims[0]), dims[1] < dims[0]
+	projectFirst := cfg.Model != "gat" && dims[1] < dims[0]
+	trainCache := cachedInput && cfg.Dropout == 0 && halo > 0 && cfg.Model != "gat" && (!projectFirst || host)
+	if (exactEval || trainCache) && halo > 0 && cfg.Model != "gat" {
+		in := float64(dims[0])
 		if projectFirst && !host {
 			in = 0 // not cached on a GPU
 		}
-		floats += own * in
+		if projectFirst || !trainCache {
+			floats += own * in // else it is the layer's z
+		}
 		if projectFirst {
 			floats += rows * in
 		}
 	}
-	if exactEval && cfg.Model == "sage" {
+	if (exactEval || trainCache) && halo > 0 && projectFirst && host {
+		// The one exchange's send buffer, as wide as the features: the
+		// later exchanges reuse it (received rows land in the matrix).
+		cacheWidth = float64(dims[0])
+	}
+	if exactEval && cfg.Model == "sage" && !trainCache {
 		floats += own * float64(dims[1]) // the shared self term (Model.self0)
 	}
 	floats += own * float64(cfg.Classes) // dlogits
@@ -81,7 +93,7 @@ func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, ex
 	// Send and receive payloads and the backward pass's received gradients
 	// (or the gathered rows of one encode), at the widest layer.
 	sent, recv := float64(send), float64(halo)
-	floats += width * (sent + recv + max(sent, recv))
+	floats += width*(sent+recv+max(sent, recv)) + max(cacheWidth-width, 0)*sent
 	if residual {
 		floats += 2*exchanged*(sent+recv) + width*max(sent, recv)
 	}

@@ -216,6 +216,13 @@ type Model struct {
 	// cross once (cacheExactInput) instead of every epoch. nil until then.
 	exactZ0   *kernels.Mat
 	exactPass bool
+	// inputCached: the training passes read exactZ0 too (CacheInput), and
+	// the first layer exchanges nothing, forward or backward.
+	inputCached bool
+	// y0Valid: the first layer's output holds what the training pass would
+	// compute, written by an evaluation pass at the same weights over the
+	// cached input; the training pass that follows skips that layer.
+	y0Valid bool
 	// self0 is the first layer's self term X Ws over the owned rows (SAGE),
 	// computed by an evaluation pass and kept for the training pass that
 	// follows it with the same weights, where ShareSelfTerm is set: the
@@ -239,15 +246,19 @@ func (m *Model) cachesExactInput() bool {
 // cacheExactInput exchanges the first layer's input features raw and keeps
 // their aggregation for the evaluation passes at full precision (exactPass),
 // once; x must be set to raw codecs for layer 0. A first layer that projects
-// first would otherwise send rows of its output width per evaluation: the
-// features, wider, go only where evals (the run's evaluation passes) would
-// send more. It returns whether it exchanged anything.
-func (m *Model) cacheExactInput(x halo.Exchanger, evals int) (bool, error) {
+// first would otherwise send rows of its output width per evaluation (each
+// of the sends, those passes' exchanges of that layer): the features,
+// wider, go only where they would send more. It returns whether it
+// exchanged anything.
+//
+// With training set the training passes read it too (CacheInput): it goes
+// into the first layer's z, which then never changes, where there is one.
+func (m *Model) cacheExactInput(x halo.Exchanger, sends int, training bool) (bool, error) {
 	if m.exactZ0 != nil || x == nil || !m.cachesExactInput() {
 		return false, nil
 	}
 	ly := m.layers[0]
-	if ly.projectFirst && ly.in >= ly.out*evals {
+	if ly.projectFirst && ly.in >= ly.out*sends {
 		return false, nil
 	}
 	d, v := m.dev, m.view
@@ -263,11 +274,41 @@ func (m *Model) cacheExactInput(x halo.Exchanger, evals int) (bool, error) {
 	if err := x.Forward(0, in); err != nil {
 		return false, fmt.Errorf("layer 0 forward halo exchange of the input features: %w", err)
 	}
-	z := d.NewMat(own, ly.in)
+	z := ly.z
+	if z == nil || !training {
+		z = d.NewMat(own, ly.in)
+	}
 	d.SpMM(v.Adj, in, z, false)
 	m.exactZ0 = z
 	return true, nil
 }
+
+// CacheInput has the training passes, like the evaluation passes, read the
+// first layer's aggregation of the exact input, exchanged once
+// (cacheExactInput) where that applies: the input never changes without
+// dropout, so a distributed run need not send it, raw or compressed, every
+// epoch, and where the layer projects first its gradient rows need not
+// return either. sends is the layer's exchanges over the run (forward and
+// backward, training and evaluation) if it were not cached; x must be set to
+// raw codecs for layer 0. It returns whether it exchanged anything.
+func (m *Model) CacheInput(x halo.Exchanger, sends int) (bool, error) {
+	if m.inputCached || m.Config.Dropout > 0 {
+		return false, nil
+	}
+	did, err := m.cacheExactInput(x, sends, true)
+	if err != nil || m.exactZ0 == nil {
+		return did, err
+	}
+	m.inputCached = true
+	if ly := m.layers[0]; ly.projectFirst {
+		ly.p = nil // the projection's rows, halo included, are not needed
+	}
+	return did, nil
+}
+
+// InputCached reports whether the first layer reads its cached input
+// (CacheInput) in training: it exchanges nothing.
+func (m *Model) InputCached() bool { return m.inputCached }
 
 // NewModel allocates a model for the given rank view, initialised with
 // Glorot-uniform weights and zero biases drawn from cfg.Seed (identical on
@@ -418,6 +459,10 @@ func (m *Model) Forward(x halo.Exchanger, train bool, epoch int) (*kernels.Mat, 
 		} else {
 			src = m.layers[l-1].y
 		}
+		if l == 0 && train && m.y0Valid {
+			m.y0Valid = false
+			continue
+		}
 		xOwn := ly.x.View(0, own)
 		switch {
 		case train && m.Config.Dropout > 0:
@@ -436,11 +481,12 @@ func (m *Model) Forward(x halo.Exchanger, train bool, epoch int) (*kernels.Mat, 
 		case ly.isSAGE:
 			self = func() { d.Gemm(false, false, 1, xOwn, ly.ws, 0, ly.y) }
 		}
-		if l == 0 && !train && m.exactPass && m.exactZ0 != nil {
+		if l == 0 && m.exactZ0 != nil && (m.inputCached || !train && m.exactPass) {
 			if self != nil {
 				self()
 			}
 			d.Gemm(false, false, 1, m.exactZ0, ly.wn, b2f(ly.isSAGE), ly.y)
+			m.y0Valid = !train && m.inputCached
 		} else if ly.projectFirst {
 			d.Gemm(false, false, 1, xOwn, ly.wn, 0, ly.p.View(0, own))
 			if err := m.aggregate(x, l, ly.p, ly.y, self); err != nil {
@@ -552,6 +598,13 @@ func (m *Model) Backward(x halo.Exchanger, dlogits *kernels.Mat) error {
 		if ly.isSAGE {
 			g := dOut
 			selfGrad = func() { d.Gemm(true, false, 1, xOwn, g, 0, ly.gs) }
+		}
+		if l == 0 && m.inputCached {
+			d.Gemm(true, false, 1, m.exactZ0, dOut, 0, ly.gn)
+			if selfGrad != nil {
+				selfGrad()
+			}
+			break // no exchange: nothing returns to the input's owners
 		}
 		if ly.projectFirst {
 			// d(x Wn) = A^T dOut, into p.

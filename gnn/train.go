@@ -74,8 +74,12 @@ type Trainer struct {
 	// Per-layer codecs of the epoch, reused.
 	fwd, bwd, raw []codec.Spec
 	// evalOnce is the bytes, over all ranks, of the exact input's one
-	// exchange for evaluation (cacheExactInput), for the summary.
-	evalOnce int64
+	// exchange for evaluation (cacheExactInput), for the summary, and
+	// resumeInput that of the training's (cacheInput) in a resumed run.
+	evalOnce, resumeInput int64
+	// cacheInput: a distributed run whose first layer's input crosses once
+	// (Model.CacheInput), not every epoch (CompressConfig.ResendInput).
+	cacheInput bool
 }
 
 // sums is what an epoch adds up over the ranks, in one vector so that one
@@ -85,19 +89,20 @@ type sums struct {
 	loss, train, valid, test *float64
 	stop                     *float64 // ranks that asked to stop
 	once                     *float64 // bytes of the exact input's one exchange (cacheExactInput)
+	resumed                  *float64 // bytes of a resumed run's input exchange (cacheInput)
 	fwd, bwd, eval           []float64
 	errSq, normSq            []float64 // per layer: the forward payloads' compression error
 	valHist, testHist        []float64 // score histograms, two-class tasks only
 }
 
 func newSums(layers int, binary bool) *sums {
-	n := 6 + 5*layers
+	n := 7 + 5*layers
 	if binary {
 		n += 2 * 2 * kernels.ScoreBins
 	}
 	s := &sums{v: make([]float64, n)}
-	s.loss, s.train, s.valid, s.test, s.stop, s.once = &s.v[0], &s.v[1], &s.v[2], &s.v[3], &s.v[4], &s.v[5]
-	rest := s.v[6:]
+	s.loss, s.train, s.valid, s.test, s.stop, s.once, s.resumed = &s.v[0], &s.v[1], &s.v[2], &s.v[3], &s.v[4], &s.v[5], &s.v[6]
+	rest := s.v[7:]
 	next := func(k int) []float64 { b := rest[:k:k]; rest = rest[k:]; return b }
 	s.fwd, s.bwd, s.eval, s.errSq, s.normSq = next(layers), next(layers), next(layers), next(layers), next(layers)
 	if binary {
@@ -122,8 +127,8 @@ func NewTrainer(m *Model, cfg TrainConfig, cc CompressConfig, x halo.Exchanger, 
 	layers := m.Config.Layers
 	t := &Trainer{Model: m, Config: cfg, Halo: x, Reduce: r, comp: comp,
 		sums: newSums(layers, m.Config.Classes == 2), past: metrics.NewSummary(),
-		metricsOp: comm.Op{Name: "metrics all-reduce"},
-		fwd:       make([]codec.Spec, layers), bwd: make([]codec.Spec, layers), raw: make([]codec.Spec, layers)}
+		metricsOp: comm.Op{Name: "metrics all-reduce"}, cacheInput: x != nil && !cc.ResendInput,
+		fwd: make([]codec.Spec, layers), bwd: make([]codec.Spec, layers), raw: make([]codec.Spec, layers)}
 	if m.grads != nil {
 		t.gradOps = []comm.Op{{Name: "gradient all-reduce"}}
 	} else {
@@ -211,19 +216,26 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 	for l := range st.Bits {
 		st.Rates[l], st.Bits[l] = 1, 32
 	}
+	var meter *halo.Meter
+	if t.Halo != nil {
+		meter = t.Halo.Meter()
+		meter.Reset()
+	}
+	inputBytes, err := t.cacheTrainingInput(epoch, meter, &st)
+	if err != nil {
+		return metrics.Epoch{}, err
+	}
 	if c := t.comp; c != nil {
 		c.schedule.Rates(epoch, st.Rates)
+		if m.inputCached {
+			st.Rates[0] = 1 // what the layer reads crossed raw, once
+		}
 		if err := c.codecs(st.Rates, m.ExchangeWidths(), t.fwd, t.bwd, st.Bits); err != nil {
 			return metrics.Epoch{}, err
 		}
 		if t.Halo != nil {
 			t.Halo.SetEpoch(m.Config.Seed, epoch)
 		}
-	}
-	var meter *halo.Meter
-	if t.Halo != nil {
-		meter = t.Halo.Meter()
-		meter.Reset()
 	}
 	fwdCodecs, bwdCodecs := t.raw, t.raw
 	if t.comp != nil {
@@ -233,8 +245,9 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 	separateEval := m.Config.Dropout > 0 || m.Config.AttnDropout > 0 || (t.comp != nil && !evalCompressed)
 	evaluate := !separateEval || t.evaluates(epoch)
 	// Without dropout both passes see the same input and weights: the
-	// training pass takes the first layer's self term from the evaluation.
-	m.ShareSelfTerm = separateEval && m.Config.Dropout == 0
+	// training pass takes the first layer's self term from the evaluation
+	// (its whole output where the input is cached, Model.y0Valid).
+	m.ShareSelfTerm = separateEval && m.Config.Dropout == 0 && !m.inputCached
 	if separateEval && evaluate {
 		// An evaluation pass of its own, at the epoch's rates or raw.
 		if evalCompressed {
@@ -285,6 +298,7 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 		for l := range layers {
 			s.fwd[l], s.bwd[l] = float64(fwd[l]), float64(bwd[l])
 		}
+		s.fwd[0] += float64(inputBytes)
 		meter.AddErrors(s.errSq, s.normSq)
 		st.CodecSeconds = meter.CodecSeconds
 	}
@@ -326,6 +340,7 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 	}
 	st.CommSeconds = st.HaloSeconds + reduceSeconds
 	t.evalOnce += int64(*s.once)
+	t.resumeInput += int64(*s.resumed)
 	// Byte counts stay exact in float64 up to 2^53.
 	st.BytesFwdLayer, st.BytesBwdLayer, st.BytesEvalLayer = fwd, bwd, make([]int64, layers)
 	st.CompError = make([]float64, layers)
@@ -400,7 +415,7 @@ func (t *Trainer) cacheExactInput(meter *halo.Meter, st *metrics.Epoch) error {
 	if k := t.EvalEvery; k > 1 {
 		evals = (t.Config.Epochs + k - 1) / k // every k-th, and the last
 	}
-	did, err := t.Model.cacheExactInput(t.Halo, evals)
+	did, err := t.Model.cacheExactInput(t.Halo, evals, false)
 	if err != nil || !did {
 		return err
 	}
@@ -411,6 +426,35 @@ func (t *Trainer) cacheExactInput(meter *halo.Meter, st *metrics.Epoch) error {
 	st.HaloSeconds += meter.Seconds
 	meter.Reset()
 	return nil
+}
+
+// cacheTrainingInput has the model cache the first layer's input for
+// training (Model.CacheInput) in the first epoch a distributed run trains,
+// and returns the bytes this rank sent for it, which count as the epoch's
+// forward bytes of that layer. A resumed run does it again in its first
+// epoch; that epoch's bytes stay those of the uninterrupted run, and the
+// exchange goes to the summary (ResumeInputBytes) instead.
+func (t *Trainer) cacheTrainingInput(epoch int, meter *halo.Meter, st *metrics.Epoch) (int64, error) {
+	m := t.Model
+	if !t.cacheInput || m.inputCached {
+		return 0, nil
+	}
+	t.setCodecs(t.raw, t.raw)
+	t.setResidual(false)
+	did, err := m.CacheInput(t.Halo, 2*t.Config.Epochs)
+	if err != nil || !did {
+		return 0, err
+	}
+	layers := m.Config.Layers
+	b, unused := make([]int64, layers), make([]int64, layers)
+	meter.AddBytes(b, unused)
+	st.HaloSeconds += meter.Seconds
+	meter.Reset()
+	if epoch > 0 {
+		*t.sums.resumed = float64(b[0])
+		return 0, nil
+	}
+	return b[0], nil
 }
 
 func (t *Trainer) count(logits *kernels.Mat) {
@@ -459,7 +503,7 @@ func (t *Trainer) Run(report func(*metrics.Epoch) error) (metrics.Summary, error
 			return s, err
 		}
 		s.Add(st)
-		s.EvalBytesOnce = t.evalOnce
+		s.EvalBytesOnce, s.ResumeInputBytes = t.evalOnce, t.resumeInput
 		if report != nil {
 			if err := report(&st); err != nil {
 				return s, err

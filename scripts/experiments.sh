@@ -4,7 +4,7 @@
 # a file that ends with its summary line is done and is skipped, so an
 # interrupted grid resumes where it stopped. The report is rebuilt at the end.
 #
-#   scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|scaling|more|gat|report|all]   (default all)
+#   scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|core7|scaling|more|gat|report|all]   (default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
@@ -56,6 +56,7 @@ dataset_args() {
 method_args() {
   case $1 in
     *-res) echo "$(method_args "${1%-res}") --residual forward" ;; # activations residual-coded
+    *-resend) echo "$(method_args "${1%-resend}") --resend-input" ;; # the input every epoch
     full) echo "" ;;
     nocomm) echo "--no-comm" ;;
     recommended-quant) echo "--codec quant" ;;
@@ -145,6 +146,11 @@ core5() { grid5 core5 full recommended-quant-gs0.1 recommended-quant; }
 # (grid core6): core2's methods, every layer compressed.
 core6() { grid5 core6 $CORE2_METHODS; }
 
+# (grid core7): the first layer's input sent once (the default since
+# 2026-12-05) against every epoch (--resend-input, as before), for full
+# communication and the recommended setting.
+core7() { grid5 core7 full full-resend recommended-quant recommended-quant-resend; }
+
 scaling() {
   for s in 0 1 2; do
     for d in amazon_photo tolokers csbm100k; do
@@ -206,11 +212,12 @@ case ${1:-all} in
   tunegw) tunegw ;;
   core5) core5 ;;
   core6) core6 ;;
+  core7) core7 ;;
   scaling) scaling ;;
   more) more actor flickr csbm1m ;;
   gat) gat ;;
   report) report ;;
   # The 1M-node graph last: its runs are the longest.
-  all) tune; core; core2; core3; core4; tunegs; tunegw; core5; core6; more actor flickr; scaling; gat; more csbm1m; report ;;
-  *) echo "usage: scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|scaling|more|gat|report|all]" >&2; exit 2 ;;
+  all) tune; core; core2; core3; core4; tunegs; tunegw; core5; core6; core7; more actor flickr; scaling; gat; more csbm1m; report ;;
+  *) echo "usage: scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|core7|scaling|more|gat|report|all]" >&2; exit 2 ;;
 esac

@@ -42,7 +42,9 @@ func untimedMetrics(t *testing.T, path string) []string {
 			t.Fatal(err)
 		}
 		for k := range m {
-			if strings.HasSuffix(k, "seconds") || strings.HasSuffix(k, "rss_mb") {
+			// What a resumed run sent to cache its input again is its own:
+			// resumeInputBytes checks it.
+			if strings.HasSuffix(k, "seconds") || strings.HasSuffix(k, "rss_mb") || k == "resume_input_bytes" {
 				delete(m, k)
 			}
 		}
@@ -50,6 +52,51 @@ func untimedMetrics(t *testing.T, path string) []string {
 		out = append(out, string(e))
 	}
 	return out
+}
+
+// resumeInputBytes checks that a resumed run's summary reports the bytes of
+// its input's one exchange as the uninterrupted run's (plain) epoch 0 counted
+// them for the first layer, where that run cached its input (its later
+// epochs send nothing for the layer), and nothing otherwise.
+func resumeInputBytes(t *testing.T, resumed, plain string) {
+	t.Helper()
+	lines := func(path string) []map[string]json.RawMessage {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []map[string]json.RawMessage
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	layer0 := func(m map[string]json.RawMessage) int64 {
+		var b []int64
+		if err := json.Unmarshal(m["bytes_fwd_layer"], &b); err != nil {
+			t.Fatal(err)
+		}
+		return b[0]
+	}
+	p := lines(plain)
+	want := int64(0)
+	if layer0(p[1]) == 0 {
+		want = layer0(p[0])
+	}
+	r := lines(resumed)
+	var got int64
+	if v, ok := r[len(r)-1]["resume_input_bytes"]; ok {
+		if err := json.Unmarshal(v, &got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got != want {
+		t.Errorf("%s: resume_input_bytes %d, want %d", filepath.Base(resumed), got, want)
+	}
 }
 
 func readCheckpoint(t *testing.T, path string) *ckpt.Checkpoint {
@@ -91,7 +138,8 @@ func TestCheckpointResume(t *testing.T) {
 				return m
 			}
 			ck := filepath.Join(dir, "c.h5")
-			want := untimedMetrics(t, run("plain.jsonl"))
+			plain := run("plain.jsonl")
+			want := untimedMetrics(t, plain)
 			saved := run("saved.jsonl", "--checkpoint", ck, "--checkpoint-every", "5", "--keep", "3")
 			for file, epoch := range map[string]int{ck: 12, ck + ".1": 10, ck + ".2": 5} {
 				if got := readCheckpoint(t, file).Epoch; got != epoch {
@@ -101,7 +149,10 @@ func TestCheckpointResume(t *testing.T) {
 			if tmp, _ := filepath.Glob(filepath.Join(filepath.Dir(ck), ".*.tmp")); len(tmp) > 0 {
 				t.Errorf("temporary files left: %v", tmp)
 			}
-			for _, m := range []string{saved, run("from10.jsonl", "--resume", ck+".1"), run("from5.jsonl", "--resume", ck+".2")} {
+			for i, m := range []string{saved, run("from10.jsonl", "--resume", ck+".1"), run("from5.jsonl", "--resume", ck+".2")} {
+				if i > 0 {
+					resumeInputBytes(t, m, plain)
+				}
 				got := untimedMetrics(t, m)
 				if len(got) != len(want) {
 					t.Fatalf("%s: %d lines, want %d", m, len(got), len(want))
@@ -141,6 +192,7 @@ func TestMPIResume(t *testing.T) {
 		t.Fatalf("the checkpoint holds no residual state")
 	}
 	got := run("resumed.jsonl", "--resume", ck+".1")
+	resumeInputBytes(t, filepath.Join(dir, "resumed.jsonl"), filepath.Join(dir, "saved.jsonl"))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("resumed metrics\n%s\nuninterrupted\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

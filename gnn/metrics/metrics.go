@@ -203,10 +203,15 @@ type Summary struct {
 	// distributed run sent once, over all ranks: the first layer's input
 	// features, which then stay cached (absent where none were sent). Like
 	// the epochs' evaluation bytes, it is not part of BytesTotal.
-	EvalBytesOnce int64   `json:"eval_bytes_once,omitempty"`
-	Ranks         int     `json:"ranks"`
-	MaxRSSMiB     int64   `json:"max_rss_mb"`
-	RankRSSMiB    []int64 `json:"rank_rss_mb"`
+	EvalBytesOnce int64 `json:"eval_bytes_once,omitempty"`
+	// ResumeInputBytes is what a resumed distributed run sent, over all
+	// ranks, to cache the first layer's input again (gnn.Model.CacheInput):
+	// the uninterrupted run counts that exchange in its epoch 0, so it is
+	// not part of BytesTotal (absent where none was sent).
+	ResumeInputBytes int64   `json:"resume_input_bytes,omitempty"`
+	Ranks            int     `json:"ranks"`
+	MaxRSSMiB        int64   `json:"max_rss_mb"`
+	RankRSSMiB       []int64 `json:"rank_rss_mb"`
 	// RankResidualBytes is the memory residual coding's state holds on each
 	// rank (absent without residual coding).
 	RankResidualBytes []int64 `json:"rank_residual_bytes,omitempty"`
