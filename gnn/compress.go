@@ -51,12 +51,12 @@ type CompressConfig struct {
 	// (codec.Spec.Grouped; 0 gives every row its own). -1, the default, is
 	// RecommendedGroupWidth under the recommended quant setting, else 0.
 	GroupWidth int
-	// ResendInput sends the first layer's input halo rows every epoch,
-	// through that layer's codec, as the VARCO authors' code (and SAR) do.
-	// By default a distributed run without dropout sends the input features
-	// once, raw, and its first layer reads their cached aggregation from
-	// then on (Model.CacheInput): they never change.
-	ResendInput bool
+	// CacheInput has a distributed run without dropout send the first
+	// layer's input features once, raw, and read their cached aggregation
+	// from then on (Model.CacheInput): they never change. By default the
+	// layer's rows cross every epoch, through its codec, as in the VARCO
+	// authors' code (and SAR), so that full communication is the paper's.
+	CacheInput bool
 }
 
 // DefaultCompressConfig is no compression, with the recommended schedule

@@ -28,8 +28,10 @@ func TestFootprint(t *testing.T) {
 		model   string
 		hidden  int
 		dropout float32
+		cache   bool // --cache-input
 	}{
-		{"sage", 64, 0}, {"sage", 64, 0.5}, {"sage", 16, 0}, {"gcn", 64, 0}, {"gcn", 16, 0.5}, {"gat", 8, 0}, {"gat", 16, 0.5},
+		{"sage", 64, 0, false}, {"sage", 64, 0, true}, {"sage", 64, 0.5, false}, {"sage", 16, 0, false}, {"sage", 16, 0, true},
+		{"gcn", 64, 0, true}, {"gcn", 16, 0.5, true}, {"gat", 8, 0, true}, {"gat", 16, 0.5, false},
 	} {
 		shards, err := partition.BuildShards(ds, "random", parts, 2)
 		if err != nil {
@@ -51,7 +53,7 @@ func TestFootprint(t *testing.T) {
 		}
 		var est float64
 		for _, v := range views {
-			est += Footprint(mc, v.NumOwned, v.NumHalo, v.Plan.SendRows(), int(v.Adj.Ptr[v.NumOwned]), true, false, false, true)
+			est += Footprint(mc, v.NumOwned, v.NumHalo, v.Plan.SendRows(), int(v.Adj.Ptr[v.NumOwned]), true, false, false, c.cache)
 		}
 		var before, after runtime.MemStats
 		runtime.GC()
@@ -68,7 +70,9 @@ func TestFootprint(t *testing.T) {
 			}
 			cfg := DefaultTrainConfig()
 			cfg.Epochs = 2
-			if trainers[r], err = NewTrainer(m, cfg, DefaultCompressConfig(), x, HostReducer(comms[r])); err != nil {
+			cc := DefaultCompressConfig()
+			cc.CacheInput = c.cache
+			if trainers[r], err = NewTrainer(m, cfg, cc, x, HostReducer(comms[r])); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -80,9 +84,9 @@ func TestFootprint(t *testing.T) {
 		}
 		runtime.ReadMemStats(&after)
 		got := float64(after.TotalAlloc - before.TotalAlloc)
-		t.Logf("%s hidden %d dropout %v: estimate %.0f bytes, allocated %.0f (%.3f)", c.model, c.hidden, c.dropout, est, got, est/got)
+		t.Logf("%s hidden %d dropout %v cache-input %v: estimate %.0f bytes, allocated %.0f (%.3f)", c.model, c.hidden, c.dropout, c.cache, est, got, est/got)
 		if est < 0.97*got || est > 1.15*got {
-			t.Errorf("%s hidden %d dropout %v: estimate %.0f bytes, but %.0f were allocated", c.model, c.hidden, c.dropout, est, got)
+			t.Errorf("%s hidden %d dropout %v cache-input %v: estimate %.0f bytes, but %.0f were allocated", c.model, c.hidden, c.dropout, c.cache, est, got)
 		}
 	}
 }

@@ -78,7 +78,7 @@ type Trainer struct {
 	// resumeInput that of the training's (cacheInput) in a resumed run.
 	evalOnce, resumeInput int64
 	// cacheInput: a distributed run whose first layer's input crosses once
-	// (Model.CacheInput), not every epoch (CompressConfig.ResendInput).
+	// (Model.CacheInput, CompressConfig.CacheInput), not every epoch.
 	cacheInput bool
 }
 
@@ -127,7 +127,7 @@ func NewTrainer(m *Model, cfg TrainConfig, cc CompressConfig, x halo.Exchanger, 
 	layers := m.Config.Layers
 	t := &Trainer{Model: m, Config: cfg, Halo: x, Reduce: r, comp: comp,
 		sums: newSums(layers, m.Config.Classes == 2), past: metrics.NewSummary(),
-		metricsOp: comm.Op{Name: "metrics all-reduce"}, cacheInput: x != nil && !cc.ResendInput,
+		metricsOp: comm.Op{Name: "metrics all-reduce"}, cacheInput: x != nil && cc.CacheInput,
 		fwd: make([]codec.Spec, layers), bwd: make([]codec.Spec, layers), raw: make([]codec.Spec, layers)}
 	if m.grads != nil {
 		t.gradOps = []comm.Op{{Name: "gradient all-reduce"}}

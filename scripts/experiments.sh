@@ -56,7 +56,7 @@ dataset_args() {
 method_args() {
   case $1 in
     *-res) echo "$(method_args "${1%-res}") --residual forward" ;; # activations residual-coded
-    *-resend) echo "$(method_args "${1%-resend}") --resend-input" ;; # the input every epoch
+    *-cache) echo "$(method_args "${1%-cache}") --cache-input" ;; # the input sent once
     full) echo "" ;;
     nocomm) echo "--no-comm" ;;
     recommended-quant) echo "--codec quant" ;;
@@ -146,10 +146,10 @@ core5() { grid5 core5 full recommended-quant-gs0.1 recommended-quant; }
 # (grid core6): core2's methods, every layer compressed.
 core6() { grid5 core6 $CORE2_METHODS; }
 
-# (grid core7): the first layer's input sent once (the default since
-# 2026-12-05) against every epoch (--resend-input, as before), for full
-# communication and the recommended setting.
-core7() { grid5 core7 full full-resend recommended-quant recommended-quant-resend; }
+# (grid core7): the first layer's input sent every epoch (the default)
+# against once (--cache-input), for full communication and the recommended
+# setting.
+core7() { grid5 core7 full full-cache recommended-quant recommended-quant-cache; }
 
 scaling() {
   for s in 0 1 2; do

@@ -112,8 +112,8 @@ func readCheckpoint(t *testing.T, path string) *ckpt.Checkpoint {
 // 10 of a 12-epoch, 2-rank run write the same metrics, bit for bit but for
 // the timings, as the uninterrupted run, for full communication (with
 // dropout), for quant under the varco and adaptive schedules and with
-// residual coding (whose state the checkpoint carries); so does the run
-// that wrote the checkpoints.
+// residual coding (whose state the checkpoint carries), and with the input
+// cached; so does the run that wrote the checkpoints.
 func TestCheckpointResume(t *testing.T) {
 	g := genGraph(t, t.TempDir(), "3")
 	for _, c := range []struct {
@@ -126,6 +126,8 @@ func TestCheckpointResume(t *testing.T) {
 		// The recommended setting: residual coding, rows skipped.
 		{"quant-residual", []string{"--codec", "quant"}},
 		{"quant-varco-residual", []string{"--codec", "quant", "--schedule", "varco", "--residual", "on", "--residual-skip", "0"}},
+		// The input crosses once, and again in a resumed run.
+		{"quant-residual-cache-input", []string{"--codec", "quant", "--cache-input"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -279,12 +279,14 @@ func TestCompressedRunMetrics(t *testing.T) {
 		metrics := filepath.Join(dir, sched+".jsonl")
 		// adaptive keeps the last layer raw and sends the first layer's
 		// input every epoch, compressed; varco compresses the last layer
-		// too and reads the first layer's input cached, raw.
+		// too and reads the first layer's input cached, raw (--cache-input).
 		args := []string{"train", "--data", g, "--ranks", "4", "--epochs", "6", "--hidden", "8",
 			"--codec", "quant", "--schedule", sched, "--metrics", metrics}
 		rawLast := sched == "adaptive"
 		if rawLast {
-			args = append(args, "--raw-last-layer", "--resend-input")
+			args = append(args, "--raw-last-layer")
+		} else {
+			args = append(args, "--cache-input")
 		}
 		code, stdout, stderr := runCLI(args...)
 		if code != 0 {
@@ -318,7 +320,7 @@ func TestCompressedRunMetrics(t *testing.T) {
 				t.Fatalf("%s line %d lacks per-layer rates, bits, errors, grad_norm or AUC: %s", sched, i+1, l)
 			}
 			if rawLast && (m.Ratio[2] != 1 || m.Bits[2] != 32 || m.CompError[0] <= 0) || !rawLast && (m.CompError[2] <= 0 || m.Ratio[0] != 1 || m.Bits[0] != 32 || m.CompError[0] != 0) {
-				t.Errorf("%s line %d: the last layer must be raw with --raw-last-layer, else lossy, and layer 0 lossy with --resend-input, else raw: %s", sched, i+1, l)
+				t.Errorf("%s line %d: the last layer must be raw with --raw-last-layer, else lossy, and layer 0 raw with --cache-input, else lossy: %s", sched, i+1, l)
 			}
 		}
 		if !strings.Contains(lines[len(lines)-1], `"test_at_best_val_auc"`) {
@@ -370,15 +372,14 @@ func TestImpliedSchedule(t *testing.T) {
 			t.Errorf("%v: schedule %s, want %s", tc.args, got, tc.want)
 		}
 	}
-	// and through the command: --codec quant alone trains 2-bit on every
-	// layer that exchanges (the first reads its input cached)
+	// and through the command: --codec quant alone trains 2-bit on every layer
 	dir := t.TempDir()
 	g := filepath.Join(dir, "g.h5")
 	if code, _, stderr := runCLI("gen", "--out", g, "--nodes", "300", "--features", "8", "--seed", "2"); code != 0 {
 		t.Fatalf("gen: %s", stderr)
 	}
 	code, stdout, stderr := runCLI("train", "--data", g, "--ranks", "2", "--epochs", "2", "--hidden", "8", "--codec", "quant")
-	if code != 0 || !strings.Contains(stdout, "schedule fixed(r=16)") || !strings.Contains(stdout, "rate 1/16/16") {
+	if code != 0 || !strings.Contains(stdout, "schedule fixed(r=16)") || !strings.Contains(stdout, "rate 16/16/16") {
 		t.Errorf("--codec quant alone: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

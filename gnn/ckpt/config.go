@@ -103,8 +103,8 @@ func (c *Config) fields() []field {
 		{name: "grad_skip", flag: "--grad-skip", ptr: &r.GradSkip, absent: 0.0},
 		// Checkpoints from before shared row headers gave every row its own.
 		{name: "group_width", flag: "--group-width", ptr: &r.GroupWidth, lo: 0, hi: maxInt, absent: 0},
-		// Checkpoints from before the input was cached sent it every epoch.
-		{name: "resend_input", flag: "--resend-input", ptr: &r.ResendInput, absent: true},
+		// Checkpoints from before the input could be cached sent it every epoch.
+		{name: "cache_input", flag: "--cache-input", ptr: &r.CacheInput, absent: false},
 		{name: "normalize_features", flag: "--normalize-features", ptr: &d.NormalizeFeatures},
 		{name: "no_comm", flag: "--no-comm", ptr: &d.NoComm},
 		{name: "split", flag: "--split", ptr: &d.Split},
