@@ -15,6 +15,9 @@
 #                in the last epoch, so the median epoch is training alone
 #   quant-evalc  --codec quant --eval-compressed: accuracy from the training
 #                pass under compression, as full's and the VARCO authors'
+#   full-cache, quant-cache
+#                full and quant with --cache-input: the first layer's input
+#                crosses once and is neither exchanged nor coded after
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/gnn-spmd}
@@ -25,13 +28,15 @@ OUT=${OUT:-results-inprocess}
 [ -x "$BIN" ] || { echo "inprocess: $BIN missing (run make build)" >&2; exit 2; }
 [ -f "$DEMO" ] || { echo "inprocess: $DEMO missing (run make $DEMO)" >&2; exit 2; }
 mkdir -p "$OUT"
-modes=(full quant quant-train quant-evalc)
+modes=(full quant quant-train quant-evalc full-cache quant-cache)
 mode_args() {
   case $1 in
     full) echo "" ;;
     quant) echo "--codec quant" ;;
     quant-train) echo "--codec quant --eval-every $EPOCHS" ;;
     quant-evalc) echo "--codec quant --eval-compressed" ;;
+    full-cache) echo "--cache-input" ;;
+    quant-cache) echo "--codec quant --cache-input" ;;
   esac
 }
 for r in $(seq 1 "$ROUNDS"); do

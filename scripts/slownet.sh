@@ -11,7 +11,7 @@
 #
 # Per rate and seed it runs full communication (with and without
 # --overlap), the recommended quant setting, fixed 8- and 4-bit quantization (r = 4, 8), VARCO and the adaptive
-# schedule on DATASET with a random partition (the generated 100k-node
+# schedule on DATASET (a method name ending in -cache adds --cache-input) with a random partition (the generated 100k-node
 # graph or Amazon Photo, with the experiment grid's settings; a seed picks
 # Amazon Photo's split as in the grid), and prints `gnn-results compare`
 # (which includes the training time until each method reaches full
@@ -68,6 +68,7 @@ tag=$DATASET
 [ "$PARTITION" = random ] && [ "$Q" = 4 ] || tag=$DATASET-$PARTITION-q$Q
 method_args() {
   case $1 in
+    *-cache) echo "$(method_args "${1%-cache}") --cache-input" ;; # the input sent once
     full) echo "" ;;
     full-nooverlap) echo "--overlap=false" ;;
     # --eval-compressed: accuracy from the training pass, as the VARCO
