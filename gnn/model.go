@@ -288,9 +288,9 @@ func (m *Model) cacheExactInput(x halo.Exchanger, sends int, training bool) (boo
 // (cacheExactInput) where that applies: the input never changes without
 // dropout, so a distributed run need not send it, raw or compressed, every
 // epoch, and where the layer projects first its gradient rows need not
-// return either. sends is the layer's exchanges over the run (forward and
-// backward, training and evaluation) if it were not cached; x must be set to
-// raw codecs for layer 0. It returns whether it exchanged anything.
+// return either. sends is the layer's exchanges over the run if it were not
+// cached (cacheExactInput); x must be set to raw codecs for layer 0. It
+// returns whether it exchanged anything.
 func (m *Model) CacheInput(x halo.Exchanger, sends int) (bool, error) {
 	if m.inputCached || m.Config.Dropout > 0 {
 		return false, nil
@@ -305,10 +305,6 @@ func (m *Model) CacheInput(x halo.Exchanger, sends int) (bool, error) {
 	}
 	return did, nil
 }
-
-// InputCached reports whether the first layer reads its cached input
-// (CacheInput) in training: it exchanges nothing.
-func (m *Model) InputCached() bool { return m.inputCached }
 
 // NewModel allocates a model for the given rank view, initialised with
 // Glorot-uniform weights and zero biases drawn from cfg.Seed (identical on

@@ -433,7 +433,10 @@ func (t *Trainer) cacheExactInput(meter *halo.Meter, st *metrics.Epoch) error {
 // and returns the bytes this rank sent for it, which count as the epoch's
 // forward bytes of that layer. A resumed run does it again in its first
 // epoch; that epoch's bytes stay those of the uninterrupted run, and the
-// exchange goes to the summary (ResumeInputBytes) instead.
+// exchange goes to the summary (ResumeInputBytes) instead. Where the model
+// does not cache (dropout, a first layer that projects first from features
+// wider than the run's training exchanges of it would send, or on a GPU, or
+// GAT), it does not try again.
 func (t *Trainer) cacheTrainingInput(epoch int, meter *halo.Meter, st *metrics.Epoch) (int64, error) {
 	m := t.Model
 	if !t.cacheInput || m.inputCached {
@@ -441,7 +444,8 @@ func (t *Trainer) cacheTrainingInput(epoch int, meter *halo.Meter, st *metrics.E
 	}
 	t.setCodecs(t.raw, t.raw)
 	t.setResidual(false)
-	did, err := m.CacheInput(t.Halo, 2*t.Config.Epochs)
+	did, err := m.CacheInput(t.Halo, 2*t.Config.Epochs) // forward and backward, every epoch
+	t.cacheInput = m.inputCached
 	if err != nil || !did {
 		return 0, err
 	}
