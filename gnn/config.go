@@ -56,6 +56,13 @@ func (c *Config) Validate() error {
 	if c.Model == "gat" && (c.Heads < 1 || c.OutHeads < 1) {
 		return fmt.Errorf("heads: got %d and %d output heads, expected at least 1", c.Heads, c.OutHeads)
 	}
+	// The input's cache would silently do nothing: say so instead.
+	switch {
+	case c.CacheInput && c.Dropout > 0:
+		return fmt.Errorf("cache-input: with --dropout %v the first layer's input changes every epoch; expected --dropout 0", c.Dropout)
+	case c.CacheInput && c.Model == "gat":
+		return fmt.Errorf("cache-input: gat's first layer exchanges projected rows, not its input; expected --model sage or gcn")
+	}
 	if err := c.TrainConfig().Validate(); err != nil {
 		return err
 	}

@@ -226,6 +226,8 @@ func TestUsageErrors(t *testing.T) {
 		{"train", "--data", "x.h5", "--model", "gat", "--heads", "0"},
 		{"train", "--data", "x.h5", "--model", "gat", "--out-heads", "0"},
 		{"train", "--data", "x.h5", "--threads", "-1"},
+		{"train", "--data", "x.h5", "--cache-input", "--dropout", "0.5"},
+		{"train", "--data", "x.h5", "--cache-input", "--model", "gat"},
 		{"gen", "--out", "x.h5", "--homophily", "1.5"},
 	} {
 		code, _, stderr := runCLI(args...)
