@@ -78,12 +78,10 @@ func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, ex
 		}
 		if projectFirst {
 			floats += rows * in
+			// The one exchange's send buffer, as wide as the features: the
+			// later exchanges reuse it (received rows land in the matrix).
+			cacheWidth = in
 		}
-	}
-	if (exactEval || trainCache) && halo > 0 && projectFirst && host {
-		// The one exchange's send buffer, as wide as the features: the
-		// later exchanges reuse it (received rows land in the matrix).
-		cacheWidth = float64(dims[0])
 	}
 	if exactEval && cfg.Model == "sage" && !trainCache {
 		floats += own * float64(dims[1]) // the shared self term (Model.self0)

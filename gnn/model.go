@@ -448,16 +448,16 @@ func (m *Model) Forward(x halo.Exchanger, train bool, epoch int) (*kernels.Mat, 
 	d, v := m.dev, m.view
 	own := v.NumOwned
 	for l, ly := range m.layers {
+		if l == 0 && train && m.y0Valid {
+			m.y0Valid = false
+			continue // the evaluation pass before left its output
+		}
 		// 1. The owned rows of this layer's input.
 		var src *kernels.Mat
 		if l == 0 {
 			src = m.features
 		} else {
 			src = m.layers[l-1].y
-		}
-		if l == 0 && train && m.y0Valid {
-			m.y0Valid = false
-			continue
 		}
 		xOwn := ly.x.View(0, own)
 		switch {

@@ -419,13 +419,20 @@ func (t *Trainer) cacheExactInput(meter *halo.Meter, st *metrics.Epoch) error {
 	if err != nil || !did {
 		return err
 	}
+	*t.sums.once = float64(t.inputExchange(meter, st))
+	return nil
+}
+
+// inputExchange is the bytes this rank sent in the input's one exchange,
+// the meter's only one since its last reset; its time goes to the epoch's
+// halo time, and the meter is reset for the passes to come.
+func (t *Trainer) inputExchange(meter *halo.Meter, st *metrics.Epoch) int64 {
 	layers := t.Model.Config.Layers
 	b, unused := make([]int64, layers), make([]int64, layers)
 	meter.AddBytes(b, unused)
-	*t.sums.once = float64(b[0])
 	st.HaloSeconds += meter.Seconds
 	meter.Reset()
-	return nil
+	return b[0]
 }
 
 // cacheTrainingInput has the model cache the first layer's input for
@@ -449,16 +456,12 @@ func (t *Trainer) cacheTrainingInput(epoch int, meter *halo.Meter, st *metrics.E
 	if err != nil || !did {
 		return 0, err
 	}
-	layers := m.Config.Layers
-	b, unused := make([]int64, layers), make([]int64, layers)
-	meter.AddBytes(b, unused)
-	st.HaloSeconds += meter.Seconds
-	meter.Reset()
+	b := t.inputExchange(meter, st)
 	if epoch > 0 {
-		*t.sums.resumed = float64(b[0])
+		*t.sums.resumed = float64(b)
 		return 0, nil
 	}
-	return b[0], nil
+	return b, nil
 }
 
 func (t *Trainer) count(logits *kernels.Mat) {

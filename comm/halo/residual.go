@@ -95,7 +95,7 @@ func (r *residualScratch) prepare(q, rows int) {
 	}
 	if len(r.outB) != q {
 		r.outB, r.inB = make([][]byte, q), make([][]byte, q)
-		r.sentK = make([]int, q)
+		r.sentK, r.got = make([]int, q), make([]int, q)
 		r.wireP = make([][]byte, q)
 	}
 }
@@ -331,10 +331,7 @@ func transportShort(hx *Exchange[[]byte], layer, dir int, traffic []int64, rows 
 	if !short {
 		return fmt.Errorf("halo %s of layer %d: skipping rows needs a host transport that receives short payloads, not %T", dirName[dir], layer, hx.tr)
 	}
-	r := &hx.scratch
-	if len(r.got) != len(hx.recvB) {
-		r.got = make([]int, len(hx.recvB))
-	}
+	r := &hx.scratch // prepared by the encoder
 	if err := hx.transportWith(layer, dir, traffic, hx.sizes, func() error { return tr.AllToAllVShort(hx.sendB, hx.recvB, r.got) }); err != nil {
 		return err
 	}
