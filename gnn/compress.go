@@ -24,9 +24,9 @@ type CompressConfig struct {
 	// Kappa is adaptive's relative halo error allowed at the largest
 	// gradient norm (see Adaptive).
 	Kappa float64
-	// EvalCompressed evaluates under the current rate, as the VARCO
-	// authors did; by default evaluation passes exchange raw rows.
-	EvalCompressed bool
+	// Eval is how a compressed run measures accuracy: EvalConfirm (the
+	// default; "" means it too), EvalExact or EvalCompressed.
+	Eval string
 	// RawLastLayer sends the last layer's halo rows (its input activations
 	// and their gradients) raw whatever the schedule says, as the VARCO
 	// authors' code does; by default the last layer is compressed at the
@@ -63,9 +63,26 @@ type CompressConfig struct {
 // for when a codec is chosen and the VARCO authors' ramp (128 down to 1.5,
 // slope 5) ready for the varco schedule.
 func DefaultCompressConfig() CompressConfig {
-	return CompressConfig{Codec: "none", Schedule: "recommended", Ratio: 1, RatioMax: 128, RatioMin: 1.5, Slope: 5, Kappa: DefaultKappa,
+	return CompressConfig{Codec: "none", Schedule: "recommended", Eval: EvalConfirm, Ratio: 1, RatioMax: 128, RatioMin: 1.5, Slope: 5, Kappa: DefaultKappa,
 		Residual: "auto", ResidualSkip: -1, GradSkip: -1, GroupWidth: -1}
 }
+
+// The evaluation modes of a compressed run (CompressConfig.Eval).
+const (
+	// EvalConfirm reads every epoch's accuracies from the training pass,
+	// under compression, and keeps the parameters of the epochs with the
+	// best validation score; after the last epoch those and the final
+	// parameters are evaluated once at full precision (Trainer.Run), so
+	// that the run's reported accuracies are exact without an exact pass,
+	// and its traffic, every epoch.
+	EvalConfirm = "confirm"
+	// EvalExact evaluates every epoch (Trainer.EvalEvery) in a pass of its
+	// own whose exchanges are raw.
+	EvalExact = "exact"
+	// EvalCompressed reads the accuracies from the training pass only, as
+	// the VARCO authors did.
+	EvalCompressed = "compressed"
+)
 
 // RecommendedQuantRatio is the rate of the recommended quant setting: 2
 // bits per value on every layer, every epoch. Chosen on validation accuracy
@@ -107,6 +124,14 @@ func (c CompressConfig) Validate(epochs int) error {
 	return err
 }
 
+// Confirms reports whether a run of c keeps its best epochs' parameters
+// and evaluates them at full precision after its last epoch: a valid
+// compressed run in mode EvalConfirm.
+func (c *Config) Confirms() bool {
+	comp, err := c.CompressConfig.build(c.Epochs)
+	return err == nil && comp != nil && comp.eval == EvalConfirm
+}
+
 // ScheduleName describes the rate schedule of a run of the given length,
 // e.g. "varco(rmax=128,rmin=8,slope=5,T=60)" ("" if c is not valid).
 func (c CompressConfig) ScheduleName(epochs int) string {
@@ -118,13 +143,13 @@ func (c CompressConfig) ScheduleName(epochs int) string {
 
 // compression is a validated CompressConfig, ready for the trainer.
 type compression struct {
-	fwd, bwd       codec.Kind
-	schedule       Schedule
-	evalCompressed bool
-	rawLastLayer   bool
-	residual       halo.Residual
-	bwdBits        int // the gradients' quant bits on lossy layers; 0: the schedule's rate
-	groupWidth     int // quant rows narrower than this share headers; 0: none do
+	fwd, bwd     codec.Kind
+	schedule     Schedule
+	eval         string // EvalConfirm, EvalExact or EvalCompressed
+	rawLastLayer bool
+	residual     halo.Residual
+	bwdBits      int // the gradients' quant bits on lossy layers; 0: the schedule's rate
+	groupWidth   int // quant rows narrower than this share headers; 0: none do
 }
 
 // build parses and validates c, returning nil when nothing is compressed.
@@ -156,6 +181,14 @@ func (c CompressConfig) build(epochs int) (*compression, error) {
 	if err := ValidateSchedule(s); err != nil {
 		return nil, err
 	}
+	eval := c.Eval
+	switch eval {
+	case "":
+		eval = EvalConfirm
+	case EvalConfirm, EvalExact, EvalCompressed:
+	default:
+		return nil, fmt.Errorf("eval: got %q, expected confirm, exact or compressed", c.Eval)
+	}
 	res, err := c.residual(fwd)
 	if err != nil {
 		return nil, err
@@ -167,7 +200,7 @@ func (c CompressConfig) build(epochs int) (*compression, error) {
 	if err != nil {
 		return nil, err
 	}
-	comp := &compression{fwd: fwd, bwd: bwd, schedule: s, evalCompressed: c.EvalCompressed, rawLastLayer: c.RawLastLayer, residual: res, groupWidth: gw}
+	comp := &compression{fwd: fwd, bwd: bwd, schedule: s, eval: eval, rawLastLayer: c.RawLastLayer, residual: res, groupWidth: gw}
 	if c.recommendedQuant(fwd) && bwd == codec.KindQuant {
 		comp.bwdBits = RecommendedQuantBitsBwd
 	}

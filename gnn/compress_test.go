@@ -415,7 +415,7 @@ func testEvalEvery(t *testing.T, cacheInput bool) {
 	const epochs = 8
 	comp := func() CompressConfig { // evaluated at full precision: a pass of its own
 		c := fixedRate("quant", 16)
-		c.CacheInput = cacheInput
+		c.CacheInput, c.Eval = cacheInput, EvalExact
 		return c
 	}
 	every := runRanks(t, ds, split, parts, 4, mc, epochs, comp)

@@ -17,15 +17,23 @@ package gnn
 // Model.CacheInput), the first layer's cached exact input
 // (Model.cacheExactInput) where it is not the layer's z, the matrix its one
 // exchange fills and, for SAGE evaluated apart from an uncached training
-// pass, the first layer's shared self term. TestFootprint holds it to what
-// NewModel and training allocate.
-func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, exactEval, cachedInput bool) float64 {
+// pass, the first layer's shared self term. With confirm (EvalConfirm) it
+// adds the kept parameters of the best epochs and the final ones' copy.
+// TestFootprint holds it to what NewModel and training allocate.
+func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, exactEval, cachedInput, confirm bool) float64 {
 	const f32 = 4
 	dims := cfg.Dims()
 	own, rows := float64(owned), float64(owned+halo)
 	var floats, scratch, width, exchanged, cacheWidth float64
+	copies := 4.0 // W, G, M and V
+	if confirm {
+		copies += 2 // the kept best epoch's and the final copy
+		if cfg.Classes == 2 {
+			copies++ // the best AUC epoch's
+		}
+	}
 	if cfg.Model == "gat" {
-		floats, width, exchanged = gatFootprint(cfg, own, rows, float64(edges))
+		floats, width, exchanged = gatFootprint(cfg, own, rows, float64(edges), copies)
 	}
 	for l := 0; l < cfg.Layers && cfg.Model != "gat"; l++ {
 		in, out := float64(dims[l]), float64(dims[l+1])
@@ -34,7 +42,7 @@ func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, ex
 		if cfg.Model == "sage" {
 			weights = 2
 		}
-		floats += 4 * (weights*in*out + out) // W, G, M and V
+		floats += copies * (weights*in*out + out)
 		xRows := rows
 		if projectFirst {
 			xRows = own
@@ -98,16 +106,17 @@ func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, ex
 	return f32 * floats
 }
 
-// gatFootprint is Footprint's part for GAT's layers (newGAT): floats
+// gatFootprint is Footprint's part for GAT's layers (newGAT), with copies
+// of every parameter: floats
 // allocated, and the widest and summed exchanged widths.
-func gatFootprint(cfg ModelConfig, own, rows, edges float64) (floats, width, exchanged float64) {
+func gatFootprint(cfg ModelConfig, own, rows, edges, copies float64) (floats, width, exchanged float64) {
 	dims := cfg.Dims()
 	widest, recCols := 1.0, 1.0
 	for l := 0; l < cfg.Layers; l++ {
 		h, w := cfg.gatHeads(l)
 		in, hw, hd := float64(dims[l]), float64(h*w), float64(h)
 		sc := hw + hd
-		floats += 4 * (in*hw + 2*hw + float64(dims[l+1])) // weight, attention vectors, bias: W, G, M, V
+		floats += copies * (in*hw + 2*hw + float64(dims[l+1])) // weight, attention vectors, bias
 		if cfg.Dropout > 0 {
 			floats += 2 * own * in
 		}

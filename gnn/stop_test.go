@@ -17,7 +17,14 @@ import (
 // rankTrainers builds q goroutine-rank trainers of a small generated graph.
 func rankTrainers(t *testing.T, q int, cfg TrainConfig, layers int) ([]*Trainer, []*comm.Local) {
 	t.Helper()
-	ds, err := gen.Generate(gen.Options{Nodes: 2000, Classes: 4, AvgDegree: 20, Homophily: 0.7, Features: 16, SNR: 1, Seed: 3})
+	return rankTrainersWith(t, q, cfg, layers, 4, DefaultCompressConfig())
+}
+
+// rankTrainersWith is rankTrainers for a graph of the given classes and
+// with the given compression.
+func rankTrainersWith(t *testing.T, q int, cfg TrainConfig, layers, classes int, cc CompressConfig) ([]*Trainer, []*comm.Local) {
+	t.Helper()
+	ds, err := gen.Generate(gen.Options{Nodes: 2000, Classes: classes, AvgDegree: 20, Homophily: 0.7, Features: 16, SNR: 1, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +55,7 @@ func rankTrainers(t *testing.T, q int, cfg TrainConfig, layers int) ([]*Trainer,
 		if err != nil {
 			t.Fatal(err)
 		}
-		if trainers[r], err = NewTrainer(m, cfg, DefaultCompressConfig(), ex, HostReducer(comms[r])); err != nil {
+		if trainers[r], err = NewTrainer(m, cfg, cc, ex, HostReducer(comms[r])); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,21 +65,28 @@ func rankTrainers(t *testing.T, q int, cfg TrainConfig, layers int) ([]*Trainer,
 // runAll runs every trainer on its own goroutine and returns their errors
 // and epochs.
 func runAll(trainers []*Trainer, comms []*comm.Local) ([]error, [][]metrics.Epoch) {
+	errs, stats, _ := runAllSummaries(trainers, comms)
+	return errs, stats
+}
+
+// runAllSummaries is runAll with every rank's summary.
+func runAllSummaries(trainers []*Trainer, comms []*comm.Local) ([]error, [][]metrics.Epoch, []metrics.Summary) {
 	errs := make([]error, len(trainers))
 	stats := make([][]metrics.Epoch, len(trainers))
+	sums := make([]metrics.Summary, len(trainers))
 	var wg sync.WaitGroup
 	for r := range trainers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[r] = trainers[r].Run(func(s *metrics.Epoch) error { stats[r] = append(stats[r], *s); return nil })
+			sums[r], errs[r] = trainers[r].Run(func(s *metrics.Epoch) error { stats[r] = append(stats[r], *s); return nil })
 			if errs[r] != nil {
 				comms[r].Fail(errs[r])
 			}
 		}()
 	}
 	wg.Wait()
-	return errs, stats
+	return errs, stats, sums
 }
 
 // TestStopAgreed: a stop request on one rank stops every rank after the

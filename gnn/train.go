@@ -80,6 +80,11 @@ type Trainer struct {
 	// cacheInput: a distributed run whose first layer's input crosses once
 	// (Model.CacheInput, CompressConfig.CacheInput), not every epoch.
 	cacheInput bool
+	// confirm keeps the best epochs' parameters of an EvalConfirm run; nil
+	// for the other modes and full communication.
+	confirm *confirmation
+	// restored is the history Resume was given.
+	restored []metrics.Epoch
 }
 
 // sums is what an epoch adds up over the ranks, in one vector so that one
@@ -139,6 +144,9 @@ func NewTrainer(m *Model, cfg TrainConfig, cc CompressConfig, x halo.Exchanger, 
 	if err := t.setResidual(true); err != nil {
 		return nil, fmt.Errorf("residual: %w", err)
 	}
+	if comp != nil && comp.eval == EvalConfirm {
+		t.confirm = newConfirmation(m)
+	}
 	return t, nil
 }
 
@@ -184,7 +192,7 @@ func (t *Trainer) Resume(step int, history []metrics.Epoch) error {
 	if len(history) > t.Config.Epochs {
 		return fmt.Errorf("resume after %d epochs of a %d-epoch run", len(history), t.Config.Epochs)
 	}
-	t.step, t.next = step, len(history)
+	t.step, t.next, t.restored = step, len(history), history
 	for _, st := range history {
 		t.past.Add(st)
 	}
@@ -241,7 +249,8 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 	if t.comp != nil {
 		fwdCodecs, bwdCodecs = t.fwd, t.bwd
 	}
-	evalCompressed := t.comp != nil && t.comp.evalCompressed
+	// Only EvalExact evaluates compressed runs in a raw pass every epoch.
+	evalCompressed := t.comp != nil && t.comp.eval != EvalExact
 	separateEval := m.Config.Dropout > 0 || m.Config.AttnDropout > 0 || (t.comp != nil && !evalCompressed)
 	evaluate := !separateEval || t.evaluates(epoch)
 	// Without dropout both passes see the same input and weights: the
@@ -358,15 +367,6 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 		return metrics.Epoch{}, &DivergedError{Epoch: epoch, What: "gradient norm", Value: st.GradNorm}
 	}
 	st.Stop = *s.stop > 0
-	t.step++
-	c := t.Config
-	for _, p := range m.Params {
-		wd := float32(0)
-		if p.Decay {
-			wd = c.WeightDecay
-		}
-		dev.Adam(p.w, p.g, p.m, p.v, t.step, c.LR, c.Beta1, c.Beta2, c.Eps, wd)
-	}
 	st.TrainAcc = *s.train / float64(v.GlobalTrain)
 	st.ValAcc = *s.valid / float64(v.GlobalValid)
 	st.TestAcc = *s.test / float64(v.GlobalTest)
@@ -375,6 +375,18 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 	}
 	if !evaluate {
 		st.NotEvaluated()
+	}
+	if t.confirm != nil {
+		t.confirm.observe(m, &st) // the parameters the epoch was evaluated with
+	}
+	t.step++
+	c := t.Config
+	for _, p := range m.Params {
+		wd := float32(0)
+		if p.Decay {
+			wd = c.WeightDecay
+		}
+		dev.Adam(p.w, p.g, p.m, p.v, t.step, c.LR, c.Beta1, c.Beta2, c.Eps, wd)
 	}
 	if t.comp != nil {
 		if o, ok := t.comp.schedule.(Observer); ok {
@@ -519,6 +531,11 @@ func (t *Trainer) Run(report func(*metrics.Epoch) error) (metrics.Summary, error
 		if st.Stop && e+1 < t.Config.Epochs {
 			s.Seconds = time.Since(start).Seconds()
 			return s, &StoppedError{Epochs: e + 1}
+		}
+	}
+	if t.confirm != nil {
+		if err := t.confirmBest(&s); err != nil {
+			return s, err
 		}
 	}
 	s.Seconds = time.Since(start).Seconds()

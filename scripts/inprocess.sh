@@ -9,12 +9,12 @@
 #   [ROUNDS=6] [EPOCHS=30] [OUT=results-inprocess] scripts/inprocess.sh
 #
 #   full         full communication; its evaluation reads the training pass
-#   quant        --codec quant (the recommended setting): the training pass,
-#                and an evaluation pass of its own at full precision
-#   quant-train  the same with --eval-every EPOCHS: the evaluation pass only
-#                in the last epoch, so the median epoch is training alone
-#   quant-evalc  --codec quant --eval-compressed: accuracy from the training
-#                pass under compression, as full's and the VARCO authors'
+#   quant        --codec quant (the recommended setting): accuracies from
+#                the training pass, under compression, and two passes at
+#                full precision after the last epoch (--eval confirm, the
+#                default), which count in the run's seconds, not its epochs'
+#   quant-exact  the same with --eval exact: an evaluation pass of its own
+#                at full precision every epoch
 #   full-cache, quant-cache
 #                full and quant with --cache-input: the first layer's input
 #                crosses once and is neither exchanged nor coded after
@@ -28,13 +28,12 @@ OUT=${OUT:-results-inprocess}
 [ -x "$BIN" ] || { echo "inprocess: $BIN missing (run make build)" >&2; exit 2; }
 [ -f "$DEMO" ] || { echo "inprocess: $DEMO missing (run make $DEMO)" >&2; exit 2; }
 mkdir -p "$OUT"
-modes=(full quant quant-train quant-evalc full-cache quant-cache)
+modes=(full quant quant-exact full-cache quant-cache)
 mode_args() {
   case $1 in
     full) echo "" ;;
     quant) echo "--codec quant" ;;
-    quant-train) echo "--codec quant --eval-every $EPOCHS" ;;
-    quant-evalc) echo "--codec quant --eval-compressed" ;;
+    quant-exact) echo "--codec quant --eval exact" ;;
     full-cache) echo "--cache-input" ;;
     quant-cache) echo "--codec quant --cache-input" ;;
   esac

@@ -148,6 +148,9 @@ func inspectCheckpoint(path string, asJSON, verify bool, stdout io.Writer) error
 	for _, r := range residualSummaries(c) {
 		fmt.Fprintf(stdout, "residual %-17s float32 [%d, %d] (every rank's rows sent)\n", r.Name, r.Shape[0], r.Shape[1])
 	}
+	for _, k := range c.Kept {
+		fmt.Fprintf(stdout, "kept     best %s epoch %d: every parameter under /best/%s/\n", k.Criterion, k.Epoch, k.Criterion)
+	}
 	if n := len(c.History); n > 0 {
 		s := c.History[n-1]
 		fmt.Fprintf(stdout, "last epoch %d: loss %.4f, train %s, val %s, test %s, halo bytes %s in all\n",
@@ -171,7 +174,15 @@ type ckptSummary struct {
 	Config      map[string]any `json:"config"`
 	Params      []paramSummary `json:"params"`
 	Residual    []paramSummary `json:"residual,omitempty"`
-	Last        *metrics.Epoch `json:"last_epoch,omitempty"`
+	// Kept: the best epochs whose parameters a confirming run keeps
+	// (/best/<criterion>/...).
+	Kept []keptSummary  `json:"kept,omitempty"`
+	Last *metrics.Epoch `json:"last_epoch,omitempty"`
+}
+
+type keptSummary struct {
+	Criterion string `json:"criterion"`
+	Epoch     int    `json:"epoch"`
 }
 
 // residualSummaries names and sizes the residual state's tables, as
@@ -192,6 +203,9 @@ func checkpointSummary(c *ckpt.Checkpoint) ckptSummary {
 		s.Params = append(s.Params, paramSummary{p.Name, "float32", []int{p.Rows, p.Cols}})
 	}
 	s.Residual = residualSummaries(c)
+	for _, k := range c.Kept {
+		s.Kept = append(s.Kept, keptSummary{k.Criterion, k.Epoch})
+	}
 	if n := len(c.History); n > 0 {
 		s.Last = &c.History[n-1]
 	}

@@ -228,6 +228,8 @@ func TestUsageErrors(t *testing.T) {
 		{"train", "--data", "x.h5", "--threads", "-1"},
 		{"train", "--data", "x.h5", "--cache-input", "--dropout", "0.5"},
 		{"train", "--data", "x.h5", "--cache-input", "--model", "gat"},
+		{"train", "--data", "x.h5", "--codec", "quant", "--eval", "best"},
+		{"train", "--data", "x.h5", "--codec", "quant", "--eval", "exact", "--eval-compressed"},
 		{"gen", "--out", "x.h5", "--homophily", "1.5"},
 	} {
 		code, _, stderr := runCLI(args...)

@@ -52,8 +52,9 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&r.Kappa, "kappa", r.Kappa, "adaptive: relative halo error allowed at the largest gradient norm; the bound falls with the gradient")
 	fs.Float64Var(&r.RatioMin, "ratio-min", r.RatioMin, "varco: final rate")
 	fs.Float64Var(&r.Slope, "slope", r.Slope, "varco: slope s of r(t) = max(rmax - s*t*(rmax-rmin)/(T-2), rmin)")
-	fs.BoolVar(&r.EvalCompressed, "eval-compressed", false, "evaluate under the current rate (as the VARCO authors did) instead of at full precision")
-	fs.IntVar(&s.EvalEvery, "eval-every", s.EvalEvery, "where evaluation takes a forward pass of its own (compression evaluated at full precision, dropout), run it every N epochs and at the last; the epochs between report no accuracy")
+	fs.StringVar(&r.Eval, "eval", r.Eval, "how a compressed run measures accuracy: confirm (each epoch's from the training pass, under compression, with no extra pass or traffic; the parameters of the best validation epoch and the final ones evaluated at full precision once, after the last epoch, for the summary), exact (a full-precision pass of its own every epoch, see --eval-every) or compressed (under compression only, as the VARCO authors)")
+	evalCompressed := fs.Bool("eval-compressed", false, "the same as --eval compressed")
+	fs.IntVar(&s.EvalEvery, "eval-every", s.EvalEvery, "where evaluation takes a forward pass of its own (--eval exact, dropout), run it every N epochs and at the last; the epochs between report no accuracy")
 	fs.StringVar(&r.Residual, "residual", r.Residual, "residual coding with error feedback: the sender codes each halo row's difference from the receiver's copy, which both ends keep: on (activations and gradients), forward (activations), off, or auto (the recommended quant setting: forward)")
 	fs.Float64Var(&r.ResidualSkip, "residual-skip", r.ResidualSkip, "with residual coding: leave out a row whose residual is at most this fraction of the row's largest value (0 sends every row; default: 0.02 under the recommended quant setting, else 0)")
 	fs.Float64Var(&r.GradSkip, "grad-skip", r.GradSkip, "leave out of the compressed backward exchanges (those not residual-coded) a gradient row whose squared norm is below this fraction of the mean over its message's rows (0 sends every row; default: 0.1 under the recommended quant setting, else 0)")
@@ -73,6 +74,14 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	r.Schedule = impliedSchedule(fs.FlagSet, r.Schedule)
+	if *evalCompressed {
+		evalSet := false
+		fs.Visit(func(f *flag.Flag) { evalSet = evalSet || f.Name == "eval" })
+		if evalSet && r.Eval != "compressed" {
+			return cli.Usagef("train: --eval-compressed contradicts --eval %s", r.Eval)
+		}
+		r.Eval = "compressed"
+	}
 	if *progress != "auto" && *progress != "bar" && *progress != "lines" {
 		return cli.Usagef("train: --progress: got %q, expected auto, bar or lines", *progress)
 	}
@@ -191,8 +200,14 @@ func (p *epochPrinter) Done(s *metrics.Summary) {
 	if s.TestAtBestValAUC != nil {
 		aucText = fmt.Sprintf(", test AUC at best val AUC %.4f", *s.TestAtBestValAUC)
 	}
-	fmt.Fprintf(p.con.stdout(), "done: best val %.4f at epoch %d, test at best val %.4f, final test %.4f%s, %d epochs in %.2fs, halo traffic %s, %s\n",
-		s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, aucText, s.Epochs, s.Seconds, humanBytes(s.BytesTotal), memText)
+	confirmed := ""
+	if s.Confirmed {
+		// The epochs' accuracies were under compression; these are exact.
+		confirmed = fmt.Sprintf(" (chosen at %.4f under compression; accuracies at full precision, %s to confirm them)",
+			s.SelectedValAcc, humanBytes(s.ConfirmBytes))
+	}
+	fmt.Fprintf(p.con.stdout(), "done: best val %.4f at epoch %d, test at best val %.4f, final test %.4f%s%s, %d epochs in %.2fs, halo traffic %s, %s\n",
+		s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, aucText, confirmed, s.Epochs, s.Seconds, humanBytes(s.BytesTotal), memText)
 }
 
 // rateText formats per-layer rates for the epoch line, "" when all are 1.

@@ -40,7 +40,10 @@ type Checkpoint struct {
 	// Residual is the residual coding's state of every rank, one table per
 	// exchange that has run with it (none without residual coding).
 	Residual []halo.ResidualTable
-	History  []metrics.Epoch // one per finished epoch
+	// Kept is the parameters of the best epochs so far of a run that
+	// confirms them at its end (gnn.EvalConfirm), one set per criterion.
+	Kept    []gnn.Kept
+	History []metrics.Epoch // one per finished epoch
 }
 
 // Param is one parameter with its Adam moments, all [Rows, Cols] row-major.
@@ -64,6 +67,7 @@ func Capture(cfg Config, datasetName string, t *gnn.Trainer, history []metrics.E
 		st := a.State()
 		c.Adaptive = &st
 	}
+	c.Kept = t.Kept()
 	return c
 }
 
@@ -97,7 +101,10 @@ func (c *Checkpoint) Restore(t *gnn.Trainer) error {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
-	return t.Resume(c.Step, c.History)
+	if err := t.Resume(c.Step, c.History); err != nil {
+		return err
+	}
+	return t.RestoreKept(c.Kept)
 }
 
 // Write saves c at path atomically (outfile.Write): the new checkpoint is
@@ -149,6 +156,9 @@ func (c *Checkpoint) baseAttrs() []h5.Attr {
 	for _, f := range c.Config.fields() {
 		a = append(a, h5.Attr{Name: f.name, Val: f.attr()})
 	}
+	for _, k := range c.Kept {
+		a = append(a, h5.Attr{Name: keptEpochAttr(k.Criterion), Val: int64(k.Epoch)})
+	}
 	if s := c.Adaptive; s != nil {
 		a = append(a, h5.Attr{Name: "adaptive_smoothed", Val: s.Smoothed},
 			h5.Attr{Name: "adaptive_gmin", Val: s.GMin}, h5.Attr{Name: "adaptive_gmax", Val: s.GMax})
@@ -163,6 +173,11 @@ func (c *Checkpoint) arrays() []h5.Array {
 		a = append(a, h5.Array{Path: "/params/" + p.Name, Data: p.W, Dims: dims},
 			h5.Array{Path: "/adam/m/" + p.Name, Data: p.M, Dims: dims},
 			h5.Array{Path: "/adam/v/" + p.Name, Data: p.V, Dims: dims})
+	}
+	for _, k := range c.Kept {
+		for i, p := range c.Params {
+			a = append(a, h5.Array{Path: keptGroup(k.Criterion) + p.Name, Data: k.W[i], Dims: []uint{uint(p.Rows), uint(p.Cols)}})
+		}
 	}
 	if s := c.Adaptive; s != nil {
 		dims := []uint{uint(len(s.Rates))}
@@ -209,6 +224,13 @@ func (c *Checkpoint) read(f *h5.File) error {
 	for _, fl := range c.Config.fields() {
 		fl.read(f)
 	}
+	legacyEval := !f.HasAttr("eval")
+	if legacyEval {
+		c.Config.Run.Eval = gnn.EvalExact
+		if f.Int("eval_compressed", 0, 1) == 1 {
+			c.Config.Run.Eval = gnn.EvalCompressed
+		}
+	}
 	if f.Err() != nil {
 		return f.Err()
 	}
@@ -225,6 +247,7 @@ func (c *Checkpoint) read(f *h5.File) error {
 		return f.Errorf("attribute rng_epoch", "is %d, but epoch is %d: the file is corrupt", e, c.Epoch)
 	}
 	c.readParams(f)
+	c.readKept(f)
 	if c.Config.Run.Schedule == "adaptive" {
 		c.readAdaptive(f)
 	}
@@ -234,11 +257,27 @@ func (c *Checkpoint) read(f *h5.File) error {
 	c.History = readHistory(f, c.Epoch, c.Config.Run.Layers)
 	// Files written before the digest existed have none.
 	if f.Err() == nil && f.HasAttr(attrsDigestName) {
-		if want, got := f.Uint64(attrsDigestName), attrsDigest(c.baseAttrs()); f.Err() == nil && got != want {
+		if want, got := f.Uint64(attrsDigestName), attrsDigest(writtenAttrs(f, c.baseAttrs(), legacyEval)); f.Err() == nil && got != want {
 			return f.Errorf("attribute "+attrsDigestName, "is %#x, but the attributes read give %#x: the file is corrupt", want, got)
 		}
 	}
 	return f.Err()
+}
+
+// writtenAttrs is a as the file at f holds it: without the fields it
+// predates (read as their absent values), and with a file from before the
+// evaluation modes' eval_compressed in place of eval.
+func writtenAttrs(f *h5.File, a []h5.Attr, legacyEval bool) []h5.Attr {
+	var out []h5.Attr
+	for _, at := range a {
+		switch {
+		case at.Name == "eval" && legacyEval:
+			out = append(out, h5.Attr{Name: "eval_compressed", Val: int32(f.Int("eval_compressed", 0, 1))})
+		case f.HasAttr(at.Name):
+			out = append(out, at)
+		}
+	}
+	return out
 }
 
 func (c *Checkpoint) readParams(f *h5.File) {
@@ -249,6 +288,30 @@ func (c *Checkpoint) readParams(f *h5.File) {
 			W: h5.ReadArray[float32](f, "/params/"+s.Name, desc, shape...),
 			M: h5.ReadArray[float32](f, "/adam/m/"+s.Name, desc, shape...),
 			V: h5.ReadArray[float32](f, "/adam/v/"+s.Name, desc, shape...)})
+	}
+}
+
+// keptCriteria are the criteria a run keeps best-epoch parameters by
+// (gnn.Kept): validation accuracy, and AUC for two-class tasks.
+var keptCriteria = []string{"acc", "auc"}
+
+func keptEpochAttr(criterion string) string { return "best_" + criterion + "_epoch" }
+func keptGroup(criterion string) string     { return "/best/" + criterion + "/" }
+
+// readKept reads the kept parameters present: a run that confirms keeps
+// them from its first evaluated epoch on (gnn.Trainer.RestoreKept checks
+// them against the run and its history).
+func (c *Checkpoint) readKept(f *h5.File) {
+	for _, crit := range keptCriteria {
+		name := keptEpochAttr(crit)
+		if !f.HasAttr(name) {
+			continue
+		}
+		k := gnn.Kept{Criterion: crit, Epoch: int(f.Int(name, 0, int64(c.Epoch)-1))}
+		for _, s := range c.Config.Run.ModelConfig().ParamShapes() {
+			k.W = append(k.W, h5.ReadArray[float32](f, keptGroup(crit)+s.Name, "[rows, cols] from the config", int64(s.Rows), int64(s.Cols)))
+		}
+		c.Kept = append(c.Kept, k)
 	}
 }
 
@@ -324,6 +387,15 @@ func (c *Checkpoint) Verify(path string) error {
 	}
 	if err := c.verifyParams(bad); err != nil {
 		return err
+	}
+	for _, kp := range c.Kept {
+		for i, w := range kp.W {
+			for k, x := range w {
+				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+					return bad(keptGroup(kp.Criterion)+c.Params[i].Name, "entry %d is %v, expected a finite number", k, x)
+				}
+			}
+		}
 	}
 	for _, r := range c.Residual {
 		for k, x := range r.Data {

@@ -40,7 +40,49 @@ func toyCheckpoint() *Checkpoint {
 		st.Derive(int64(190 * e))
 		c.History = append(c.History, st)
 	}
+	// A confirming run (Eval "" is confirm) keeps its best epochs'
+	// parameters: validation accuracy's best is epoch 2, the AUC's 0.
+	for _, k := range []gnn.Kept{{Criterion: "acc", Epoch: 2}, {Criterion: "auc", Epoch: 0}} {
+		for _, p := range c.Params {
+			w := make([]float32, len(p.W))
+			for i := range w {
+				w[i] = p.W[i] + float32(k.Epoch) + 0.5
+			}
+			k.W = append(k.W, w)
+		}
+		c.Kept = append(c.Kept, k)
+	}
 	return c
+}
+
+// TestLegacyEval: a checkpoint from before the evaluation modes records
+// eval_compressed instead of eval; it reads as the mode it ran, and its
+// attribute digest, over what it holds, still checks.
+func TestLegacyEval(t *testing.T) {
+	for flag, want := range map[int32]string{0: gnn.EvalExact, 1: gnn.EvalCompressed} {
+		c := toyCheckpoint()
+		c.Config.Run.Eval = want
+		c.Kept = nil
+		var a []h5.Attr
+		for _, at := range c.baseAttrs() {
+			if at.Name == "eval" {
+				at = h5.Attr{Name: "eval_compressed", Val: flag}
+			}
+			a = append(a, at)
+		}
+		a = append(a, h5.Attr{Name: attrsDigestName, Val: attrsDigest(a)})
+		path := filepath.Join(t.TempDir(), "c.h5")
+		if err := h5.WriteFile(path, a, c.arrays()); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Read(path)
+		if err != nil {
+			t.Fatalf("eval_compressed %d: %v", flag, err)
+		}
+		if got.Config.Run.Eval != want {
+			t.Errorf("eval_compressed %d: read as eval %q, want %q", flag, got.Config.Run.Eval, want)
+		}
+	}
 }
 
 func TestWriteRead(t *testing.T) {

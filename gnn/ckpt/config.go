@@ -93,7 +93,9 @@ func (c *Config) fields() []field {
 		{name: "ratio_min", flag: "--ratio-min", ptr: &r.RatioMin},
 		{name: "slope", flag: "--slope", ptr: &r.Slope},
 		{name: "kappa", flag: "--kappa", ptr: &r.Kappa},
-		{name: "eval_compressed", flag: "--eval-compressed", ptr: &r.EvalCompressed},
+		// Checkpoints from before the confirm mode recorded eval_compressed
+		// instead (readEval).
+		{name: "eval", flag: "--eval", ptr: &r.Eval, absent: ""},
 		// Checkpoints from before the last layer could be compressed sent it raw.
 		{name: "raw_last_layer", flag: "--raw-last-layer", ptr: &r.RawLastLayer, absent: true},
 		// Checkpoints from before residual coding ran without it.

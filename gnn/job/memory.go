@@ -24,11 +24,11 @@ func (j *job) checkMemory(src *source, sharing int) error {
 	mc := cfg.ModelConfig()
 	host, residual := j.spec.Device == "cpu", cfg.ResidualOn()
 	// Evaluation passes of their own at full precision (gnn.Trainer.Epoch).
-	exactEval := (cfg.Codec != "none" && !cfg.EvalCompressed) || cfg.Dropout > 0
+	exactEval := (cfg.Codec != "none" && cfg.Eval == gnn.EvalExact) || cfg.Dropout > 0
 	var need float64
 	rows := 0
 	if v := src.single; v != nil {
-		need, rows = gnn.Footprint(mc, v.NumOwned, v.NumHalo, 0, int(v.Adj.Ptr[v.NumOwned])+v.NumOwned, host, false, false, false), v.NumOwned
+		need, rows = gnn.Footprint(mc, v.NumOwned, v.NumHalo, 0, int(v.Adj.Ptr[v.NumOwned])+v.NumOwned, host, false, false, false, false), v.NumOwned
 	}
 	for _, sh := range src.shards {
 		halo, sent := len(sh.Halo), sh.NumSent()
@@ -36,7 +36,7 @@ func (j *job) checkMemory(src *source, sharing int) error {
 			halo, sent = 0, 0
 		}
 		// Self loops come on top of the shard's edges (GCN, GAT).
-		need += gnn.Footprint(mc, sh.NumOwned(), halo, sent, len(sh.Indices)+sh.NumOwned(), host, residual, exactEval, cfg.CacheInput)
+		need += gnn.Footprint(mc, sh.NumOwned(), halo, sent, len(sh.Indices)+sh.NumOwned(), host, residual, exactEval, cfg.CacheInput, cfg.Confirms())
 		rows += sh.NumOwned()
 	}
 	need *= float64(sharing)

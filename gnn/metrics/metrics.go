@@ -218,6 +218,17 @@ type Summary struct {
 	// For two-class tasks: the best validation AUC and the test AUC then.
 	BestValAUC       *float64 `json:"best_val_auc,omitempty"`
 	TestAtBestValAUC *float64 `json:"test_at_best_val_auc,omitempty"`
+	// Confirmed: the epochs' accuracies were read under compression, and
+	// the accuracies above at full precision, after the last epoch, from
+	// the parameters of the best epochs (chosen by the validation scores
+	// under compression, SelectedValAcc and SelectedValAUC) and the final
+	// ones: FinalTestAcc is then the final parameters', those the run ends
+	// with (gnn.EvalConfirm). ConfirmBytes is what those passes sent, over
+	// all ranks; like the evaluation bytes, not part of BytesTotal.
+	Confirmed      bool     `json:"confirmed,omitempty"`
+	SelectedValAcc float64  `json:"selected_val_acc,omitempty"`
+	SelectedValAUC *float64 `json:"selected_val_auc,omitempty"`
+	ConfirmBytes   int64    `json:"confirm_bytes,omitempty"`
 }
 
 // NewSummary is the summary of a run before its first epoch.

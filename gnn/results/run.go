@@ -40,6 +40,10 @@ type Run struct {
 	Points   []Point
 	Complete bool    // the summary line is present
 	Seconds  float64 // the summary's wall time of the run
+	// confirmed is the summary of a run whose epochs' accuracies were read
+	// under compression and whose best epochs were evaluated at full
+	// precision at its end (gnn.EvalConfirm); nil otherwise.
+	confirmed *metrics.Summary
 	// bestVal[i] is the index of the highest val_acc among the evaluated
 	// Points[0..i], the earliest on ties (-1 before the first evaluated
 	// one), so that AccAt is a binary search, not a scan.
@@ -54,6 +58,9 @@ func ReadRun(path string) (*Run, error) {
 		return nil, err
 	}
 	r := &Run{Path: path, Complete: log.Complete, Seconds: log.Summary.Seconds}
+	if log.Complete && log.Summary.Confirmed {
+		r.confirmed = &log.Summary
+	}
 	for _, e := range log.Epochs {
 		p := Point{ValAcc: e.ValAcc, TestAcc: e.TestAcc, BytesCum: e.BytesCum, SecondsCum: e.Seconds, Rates: e.Rates}
 		if e.ValAUC != nil && e.TestAUC != nil {
@@ -108,8 +115,12 @@ func (r *Run) AccAt(b int64) (acc float64, ok bool) {
 }
 
 // TestAtBestVal is test_acc at the evaluated epoch of highest val_acc
-// (earliest on ties); NaN if no epoch was evaluated.
+// (earliest on ties); NaN if no epoch was evaluated. For a confirmed run it
+// is that epoch's test accuracy at full precision (the summary's).
 func (r *Run) TestAtBestVal() float64 {
+	if r.confirmed != nil {
+		return r.confirmed.TestAtBestVal
+	}
 	if b := r.bestVal[len(r.Points)-1]; b >= 0 {
 		return r.Points[b].TestAcc
 	}
@@ -163,8 +174,12 @@ func (r *Run) FirstBudget() int64 {
 }
 
 // TestAUCAtBestValAUC is test_auc at the epoch of highest val_auc (earliest
-// on ties); ok is false unless every evaluated epoch recorded both AUCs.
+// on ties); ok is false unless every evaluated epoch recorded both AUCs. For
+// a confirmed run it is the summary's, at full precision.
 func (r *Run) TestAUCAtBestValAUC() (auc float64, ok bool) {
+	if c := r.confirmed; c != nil && c.TestAtBestValAUC != nil {
+		return *c.TestAtBestValAUC, true
+	}
 	best := -1
 	for i, e := range r.Points {
 		if math.IsNaN(e.ValAcc) {

@@ -1,0 +1,250 @@
+package gnn
+
+import (
+	"fmt"
+
+	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
+	"github.com/gnn-spmd/gnn-spmd/kernels"
+)
+
+// Kept is a copy of the parameters of the epoch whose validation score,
+// read under compression, is the best so far (EvalConfirm): Criterion
+// "acc" (validation accuracy) or "auc" (validation AUC, two-class tasks).
+// W holds one host slice per parameter, in Model.Params order.
+type Kept struct {
+	Criterion string
+	Epoch     int
+	W         [][]float32
+}
+
+// kept is a Kept on the device, with the score that chose it.
+type kept struct {
+	criterion string
+	epoch     int // -1: none yet
+	score     float64
+	w         []*kernels.Mat
+}
+
+// confirmation keeps the parameters of the best epochs of an EvalConfirm
+// run, one set per criterion, and the scores they were chosen by.
+type confirmation struct{ sets []*kept }
+
+func newConfirmation(m *Model) *confirmation {
+	c := &confirmation{}
+	criteria := []string{"acc"}
+	if m.Config.Classes == 2 {
+		criteria = append(criteria, "auc")
+	}
+	for _, name := range criteria {
+		k := &kept{criterion: name, epoch: -1}
+		for _, p := range m.Params {
+			k.w = append(k.w, m.dev.NewMat(p.Rows, p.Cols))
+		}
+		c.sets = append(c.sets, k)
+	}
+	return c
+}
+
+// score is the epoch's value of a criterion (NaN-safe: an epoch that was
+// not evaluated, or a split without both classes, has none).
+func score(criterion string, st *metrics.Epoch) (float64, bool) {
+	switch {
+	case criterion == "acc" && st.Evaluated():
+		return st.ValAcc, true
+	case criterion == "auc" && st.ValAUC != nil:
+		return *st.ValAUC, true
+	}
+	return 0, false
+}
+
+// observe copies the parameters, still those the epoch was evaluated
+// with, into every set whose score the epoch beats (the earliest epoch on
+// ties, as metrics.Summary chooses).
+func (c *confirmation) observe(m *Model, st *metrics.Epoch) {
+	for _, k := range c.sets {
+		if v, ok := score(k.criterion, st); ok && (k.epoch < 0 || v > k.score) {
+			k.epoch, k.score = st.Epoch, v
+			for i, p := range m.Params {
+				m.dev.Copy(k.w[i], p.w)
+			}
+		}
+	}
+}
+
+// Kept returns host copies of the kept parameters, for a checkpoint; nil
+// unless the run confirms (EvalConfirm).
+func (t *Trainer) Kept() []Kept {
+	if t.confirm == nil {
+		return nil
+	}
+	var out []Kept
+	for _, k := range t.confirm.sets {
+		if k.epoch < 0 {
+			continue
+		}
+		c := Kept{Criterion: k.criterion, Epoch: k.epoch}
+		for i, p := range t.Model.Params {
+			w := make([]float32, p.Rows*p.Cols)
+			t.Model.dev.Download(w, k.w[i])
+			c.W = append(c.W, w)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Confirms reports whether the run keeps the best epochs' parameters and
+// evaluates them at full precision at its end (EvalConfirm).
+func (t *Trainer) Confirms() bool { return t.confirm != nil }
+
+// RestoreKept loads a checkpoint's kept parameters after Resume, which set
+// the history they must agree with: each criterion's best epoch there.
+func (t *Trainer) RestoreKept(sets []Kept) error {
+	if t.confirm == nil {
+		if len(sets) > 0 {
+			return fmt.Errorf("restore: the checkpoint keeps best-epoch parameters, but this run does not confirm")
+		}
+		return nil
+	}
+	for _, k := range t.confirm.sets {
+		want := t.bestEpoch(k.criterion)
+		var got *Kept
+		for i := range sets {
+			if sets[i].Criterion == k.criterion {
+				got = &sets[i]
+			}
+		}
+		switch {
+		case got == nil && want < 0:
+			continue
+		case got == nil:
+			return fmt.Errorf("restore: the checkpoint has no parameters of the best %s epoch (%d)", k.criterion, want)
+		case got.Epoch != want:
+			return fmt.Errorf("restore: the checkpoint keeps epoch %d as the best %s, its history says %d", got.Epoch, k.criterion, want)
+		case len(got.W) != len(t.Model.Params):
+			return fmt.Errorf("restore: the checkpoint keeps %d parameters of the best %s epoch, the model has %d", len(got.W), k.criterion, len(t.Model.Params))
+		}
+		for i, p := range t.Model.Params {
+			if len(got.W[i]) != p.Rows*p.Cols {
+				return fmt.Errorf("restore: kept %s parameter %s has %d values, expected %d", k.criterion, p.Name, len(got.W[i]), p.Rows*p.Cols)
+			}
+			t.Model.dev.Upload(k.w[i], got.W[i])
+		}
+		k.epoch = want
+		k.score, _ = score(k.criterion, &t.restored[want])
+	}
+	return nil
+}
+
+// bestEpoch is the best epoch of a criterion in the restored history (-1
+// if none was evaluated).
+func (t *Trainer) bestEpoch(criterion string) int {
+	best, top := -1, 0.0
+	for i := range t.restored {
+		if v, ok := score(criterion, &t.restored[i]); ok && (best < 0 || v > top) {
+			best, top = i, v
+		}
+	}
+	return best
+}
+
+// confirmBest evaluates the kept parameters and the final ones at full
+// precision and writes those accuracies into s, whose best epochs are
+// those chosen under compression (kept as SelectedValAcc and
+// SelectedValAUC). The passes leave the final parameters in place; their
+// bytes, over all ranks, go to s.ConfirmBytes.
+func (t *Trainer) confirmBest(s *metrics.Summary) error {
+	m, dev := t.Model, t.Model.dev
+	final := make([]*kernels.Mat, len(m.Params))
+	for i, p := range m.Params {
+		final[i] = dev.NewMat(p.Rows, p.Cols)
+		dev.Copy(final[i], p.w)
+	}
+	t.setCodecs(t.raw, t.raw)
+	if err := t.setResidual(false); err != nil {
+		return err
+	}
+	m.ShareSelfTerm, m.self0Valid, m.y0Valid = false, false, false
+	if t.Halo != nil {
+		t.Halo.Meter().Reset()
+	}
+	s.Confirmed = true
+	s.SelectedValAcc = s.BestValAcc
+	if a := s.BestValAUC; a != nil {
+		v := *a
+		s.SelectedValAUC = &v
+	}
+	var bytes float64
+	for _, k := range t.confirm.sets {
+		if k.epoch < 0 {
+			continue
+		}
+		r, err := t.exactPass(k.w)
+		if err != nil {
+			return err
+		}
+		bytes += r.bytes
+		switch k.criterion {
+		case "acc":
+			if k.epoch != s.BestEpoch {
+				return fmt.Errorf("confirm: kept epoch %d as the best, the history says %d", k.epoch, s.BestEpoch)
+			}
+			s.BestValAcc, s.TestAtBestVal = r.val, r.test
+		case "auc":
+			s.BestValAUC, s.TestAtBestValAUC = r.valAUC, r.testAUC
+		}
+	}
+	r, err := t.exactPass(final)
+	if err != nil {
+		return err
+	}
+	s.FinalTestAcc = r.test
+	s.ConfirmBytes = int64(bytes + r.bytes)
+	m.y0Valid = false
+	return nil
+}
+
+// exactResult is what one exact evaluation pass measured, over all ranks.
+type exactResult struct {
+	val, test       float64
+	valAUC, testAUC *float64
+	bytes           float64
+}
+
+// exactPass evaluates the parameters w at full precision (raw codecs set
+// by the caller) and leaves them in the model.
+func (t *Trainer) exactPass(w []*kernels.Mat) (exactResult, error) {
+	m, v, s := t.Model, t.Model.view, t.sums
+	for i, p := range m.Params {
+		m.dev.Copy(p.w, w[i])
+	}
+	m.exactPass = true
+	logits, err := m.Forward(t.Halo, false, t.Config.Epochs)
+	m.exactPass = false
+	if err != nil {
+		return exactResult{}, fmt.Errorf("confirming pass: %w", err)
+	}
+	clear(s.v)
+	t.count(logits)
+	if t.Halo != nil {
+		fwd, unused := make([]int64, len(s.fwd)), make([]int64, len(s.fwd))
+		meter := t.Halo.Meter()
+		meter.AddBytes(fwd, unused)
+		meter.Reset()
+		for _, b := range fwd {
+			*s.once += float64(b)
+		}
+	}
+	if t.Reduce != nil {
+		comm.Label(t.Reduce, &t.metricsOp)
+		if err := t.Reduce.AllReduceFloat64(s.v); err != nil {
+			return exactResult{}, fmt.Errorf("confirming pass: metrics all-reduce: %w", err)
+		}
+	}
+	r := exactResult{val: *s.valid / float64(v.GlobalValid), test: *s.test / float64(v.GlobalTest), bytes: *s.once}
+	if s.valHist != nil {
+		r.valAUC, r.testAUC = auc(s.valHist), auc(s.testHist)
+	}
+	return r, nil
+}
