@@ -72,9 +72,9 @@ const (
 	// EvalConfirm reads every epoch's accuracies from the training pass,
 	// under compression, and keeps the parameters of the epochs with the
 	// best validation score; after the last epoch those and the final
-	// parameters are evaluated once at full precision (Trainer.Run), so
-	// that the run's reported accuracies are exact without an exact pass,
-	// and its traffic, every epoch.
+	// parameters are evaluated once at full precision (Trainer.Run). The
+	// run's reported accuracies are exact without an exact pass, and its
+	// traffic, in every epoch.
 	EvalConfirm = "confirm"
 	// EvalExact evaluates every epoch (Trainer.EvalEvery) in a pass of its
 	// own whose exchanges are raw.

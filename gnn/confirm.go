@@ -180,7 +180,7 @@ func (t *Trainer) confirmBest(s *metrics.Summary) error {
 		if k.epoch < 0 {
 			continue
 		}
-		r, err := t.exactPass(k.w)
+		r, err := t.confirmPass(k.w)
 		if err != nil {
 			return err
 		}
@@ -195,7 +195,7 @@ func (t *Trainer) confirmBest(s *metrics.Summary) error {
 			s.BestValAUC, s.TestAtBestValAUC = r.valAUC, r.testAUC
 		}
 	}
-	r, err := t.exactPass(final)
+	r, err := t.confirmPass(final)
 	if err != nil {
 		return err
 	}
@@ -205,16 +205,16 @@ func (t *Trainer) confirmBest(s *metrics.Summary) error {
 	return nil
 }
 
-// exactResult is what one exact evaluation pass measured, over all ranks.
-type exactResult struct {
+// confirmResult is what one exact evaluation pass measured, over all ranks.
+type confirmResult struct {
 	val, test       float64
 	valAUC, testAUC *float64
 	bytes           float64
 }
 
-// exactPass evaluates the parameters w at full precision (raw codecs set
+// confirmPass evaluates the parameters w at full precision (raw codecs set
 // by the caller) and leaves them in the model.
-func (t *Trainer) exactPass(w []*kernels.Mat) (exactResult, error) {
+func (t *Trainer) confirmPass(w []*kernels.Mat) (confirmResult, error) {
 	m, v, s := t.Model, t.Model.view, t.sums
 	for i, p := range m.Params {
 		m.dev.Copy(p.w, w[i])
@@ -223,7 +223,7 @@ func (t *Trainer) exactPass(w []*kernels.Mat) (exactResult, error) {
 	logits, err := m.Forward(t.Halo, false, t.Config.Epochs)
 	m.exactPass = false
 	if err != nil {
-		return exactResult{}, fmt.Errorf("confirming pass: %w", err)
+		return confirmResult{}, fmt.Errorf("confirming pass: %w", err)
 	}
 	clear(s.v)
 	t.count(logits)
@@ -232,6 +232,8 @@ func (t *Trainer) exactPass(w []*kernels.Mat) (exactResult, error) {
 		meter := t.Halo.Meter()
 		meter.AddBytes(fwd, unused)
 		meter.Reset()
+		// The sums' one-time slot carries the pass's bytes to the
+		// all-reduce with its counts.
 		for _, b := range fwd {
 			*s.once += float64(b)
 		}
@@ -239,10 +241,10 @@ func (t *Trainer) exactPass(w []*kernels.Mat) (exactResult, error) {
 	if t.Reduce != nil {
 		comm.Label(t.Reduce, &t.metricsOp)
 		if err := t.Reduce.AllReduceFloat64(s.v); err != nil {
-			return exactResult{}, fmt.Errorf("confirming pass: metrics all-reduce: %w", err)
+			return confirmResult{}, fmt.Errorf("confirming pass: metrics all-reduce: %w", err)
 		}
 	}
-	r := exactResult{val: *s.valid / float64(v.GlobalValid), test: *s.test / float64(v.GlobalTest), bytes: *s.once}
+	r := confirmResult{val: *s.valid / float64(v.GlobalValid), test: *s.test / float64(v.GlobalTest), bytes: *s.once}
 	if s.valHist != nil {
 		r.valAUC, r.testAUC = auc(s.valHist), auc(s.testHist)
 	}

@@ -512,7 +512,9 @@ func (e *StoppedError) Error() string {
 // Run trains until Config.Epochs epochs are done (from the first, or after
 // those given to Resume), calling report (if non-nil) after each; a report
 // error stops training, and so does a stop request (Stop), after the
-// epoch's report, with a *StoppedError.
+// epoch's report, with a *StoppedError. A run that confirms (EvalConfirm)
+// then evaluates its kept parameters at full precision for the summary
+// (confirmBest).
 func (t *Trainer) Run(report func(*metrics.Epoch) error) (metrics.Summary, error) {
 	start := time.Now()
 	s := t.past
