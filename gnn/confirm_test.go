@@ -27,9 +27,7 @@ func testConfirm(t *testing.T, classes int) {
 	run := func(eval string, epochs int) ([]*Trainer, []metrics.Epoch, metrics.Summary) {
 		cfg := DefaultTrainConfig()
 		cfg.Epochs = epochs
-		cc := DefaultCompressConfig()
-		cc.Codec, cc.Eval = "quant", eval
-		trainers, comms := rankTrainersWith(t, q, cfg, 2, classes, cc)
+		trainers, comms := rankTrainersWith(t, q, cfg, 2, classes, coarse(eval))
 		errs, stats, sums := runAllSummaries(trainers, comms)
 		for r, err := range errs {
 			if err != nil {
@@ -76,6 +74,9 @@ func testConfirm(t *testing.T, classes int) {
 	if sum.BestEpoch != best || sum.SelectedValAcc != got[best].ValAcc {
 		t.Errorf("best epoch %d chosen at %v, want %d at %v (the compressed validation accuracy)", sum.BestEpoch, sum.SelectedValAcc, best, got[best].ValAcc)
 	}
+	if math.Abs(got[best].ValAcc-exact[best].ValAcc) <= tol && math.Abs(got[best].TestAcc-exact[best].TestAcc) <= tol {
+		t.Fatalf("epoch %d: compression moved no accuracy past %v: nothing tells the confirmed accuracies from the compressed", best, tol)
+	}
 	close("confirmed validation accuracy", sum.BestValAcc, exact[best].ValAcc, tol)
 	close("confirmed test accuracy", sum.TestAtBestVal, exact[best].TestAcc, tol)
 	close("final test accuracy", sum.FinalTestAcc, exact[epochs].TestAcc, tol)
@@ -96,9 +97,7 @@ func testConfirm(t *testing.T, classes int) {
 	// of the best epoch.
 	cfg := DefaultTrainConfig()
 	cfg.Epochs = epochs
-	cc := DefaultCompressConfig()
-	cc.Codec = "quant"
-	resumed, comms := rankTrainersWith(t, q, cfg, 2, classes, cc)
+	resumed, comms := rankTrainersWith(t, q, cfg, 2, classes, coarse(EvalConfirm))
 	for r, tr := range resumed {
 		for i, p := range tr.Model.Params {
 			from := trainers[r].Model.Params[i]
@@ -130,4 +129,12 @@ func testConfirm(t *testing.T, classes int) {
 	if err := resumed[0].RestoreKept(wrong); err == nil {
 		t.Error("kept parameters of another epoch than the history's best: no error")
 	}
+}
+
+// coarse is 1-bit quantization without residual coding, whose error moves
+// the accuracies, in the given evaluation mode.
+func coarse(eval string) CompressConfig {
+	cc := DefaultCompressConfig()
+	cc.Codec, cc.Schedule, cc.Ratio, cc.Residual, cc.Eval = "quant", "fixed", 32, "off", eval
+	return cc
 }
