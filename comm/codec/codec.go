@@ -214,6 +214,26 @@ func (s Spec) Encode(dst []byte, src []float32, rows, cols int, seed uint64) {
 	}
 }
 
+// EncodeGather is Encode of the rows idx of src (row-major, cols wide):
+// quant rows with a header each are coded where they lie; other codecs
+// read them gathered into scratch, which it returns, grown if it had to.
+func (s Spec) EncodeGather(dst []byte, src []float32, idx []int32, cols int, seed uint64, scratch []float32) []float32 {
+	n := len(idx)
+	checkShape(s, "EncodeGather", n*cols, len(dst), n, cols)
+	if s.kind == KindQuant && s.bits < 16 && s.group <= 1 && encodeGatherFast(dst, src, idx, cols, int(s.bits), seed) {
+		return scratch
+	}
+	if cap(scratch) < n*cols {
+		scratch = make([]float32, n*cols)
+	}
+	rows := scratch[:n*cols]
+	for k, r := range idx {
+		copy(rows[k*cols:(k+1)*cols], src[int(r)*cols:(int(r)+1)*cols])
+	}
+	s.Encode(dst, rows, n, cols, seed)
+	return scratch
+}
+
 // Decode writes rows x cols values into dst from a payload of WireSize
 // bytes.
 func (s Spec) Decode(dst []float32, src []byte, rows, cols int) {

@@ -496,27 +496,42 @@ AVX2 static inline __attribute__((always_inline)) void quant_encode_row(const qu
     quant_encode_body(q, out, x, i, g, pre, qb);
 }
 
-// gnn_quant_encode codes the rows 8 at a time: their mins and maxes, their
-// grids at once (quant_params8), then their codes.
-AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int cols, int b, uint32_t k0, uint32_t k1) {
+// quant_encode_rows codes the rows 8 at a time: their mins and maxes, their
+// grids at once (quant_params8), then their codes. Payload row i is row
+// idx[i] of src, or row i where idx is NULL.
+AVX2 static inline __attribute__((always_inline)) void quant_encode_rows(uint8_t* dst, const float* src, const int32_t* idx, int64_t rows,
+                                                                         int cols, int b, uint32_t k0, uint32_t k1) {
     quant_enc q;
     quant_enc_init(&q, cols, b, k0, k1);
     const int bpr = narrow_blocks(cols);
     __m128i d[8];
     for (int64_t i0 = 0; i0 < rows; i0 += 8) {
         const int m = rows - i0 < 8 ? (int)(rows - i0) : 8;
+        const float* x[8];
         float mn[8], mx[8];
         for (int r = 0; r < m; r++) {
-            row_minmax(src + (i0 + r) * cols, cols, &mn[r], &mx[r]);
+            x[r] = src + (idx ? (int64_t)idx[i0 + r] : i0 + r) * cols;
+            row_minmax(x[r], cols, &mn[r], &mx[r]);
         }
         for (int r = m; r < 8; r++) mn[r] = mx[r] = 0;
         quant_row g[8];
         quant_params8(mn, mx, q.n, q.smax, g);
         for (int r = 0; r < m; r++) {
             const int64_t i = i0 + r;
-            quant_encode_body(&q, dst + i * q.stride, src + i * cols, (uint32_t)i, g[r], row_draws(i, bpr, &q.ks, d), NULL);
+            quant_encode_body(&q, dst + i * q.stride, x[r], (uint32_t)i, g[r], row_draws(i, bpr, &q.ks, d), NULL);
         }
     }
+}
+
+AVX2 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int cols, int b, uint32_t k0, uint32_t k1) {
+    quant_encode_rows(dst, src, NULL, rows, cols, b, k0, k1);
+}
+
+// gnn_quant_encode_gather codes rows idx[0..rows) of src, as
+// gnn_quant_encode codes them gathered: no copy of the rows first.
+AVX2 void gnn_quant_encode_gather(uint8_t* dst, const float* src, const int32_t* idx, int64_t rows, int cols, int b, uint32_t k0,
+                                  uint32_t k1) {
+    quant_encode_rows(dst, src, idx, rows, cols, b, k0, k1);
 }
 
 // to_bf16 is the reference's toBF16, one value.

@@ -13,6 +13,7 @@ package codec
 #include <stdint.h>
 int gnn_codec_have_avx2(void);
 void gnn_quant_encode(uint8_t* dst, const float* src, int64_t rows, int cols, int b, uint32_t k0, uint32_t k1);
+void gnn_quant_encode_gather(uint8_t* dst, const float* src, const int32_t* idx, int64_t rows, int cols, int b, uint32_t k0, uint32_t k1);
 void gnn_bf16_encode(uint16_t* dst, const float* src, int64_t rows, int cols, uint32_t k0, uint32_t k1);
 void gnn_quant_decode(float* dst, const uint8_t* src, int64_t rows, int cols, int b, int64_t srclen);
 void gnn_bf16_decode(float* dst, const uint16_t* src, int64_t n);
@@ -49,6 +50,18 @@ func encodeFast(dst []byte, src []float32, rows, cols, b int, seed uint64) bool 
 	} else {
 		C.gnn_quant_encode((*C.uint8_t)(unsafe.Pointer(&dst[0])), s, C.int64_t(rows), C.int(cols), C.int(b), C.uint32_t(key[0]), C.uint32_t(key[1]))
 	}
+	return true
+}
+
+// encodeGatherFast is encodeFast of the rows idx of src (quant below 16
+// bits, one header per row), without gathering them first.
+func encodeGatherFast(dst []byte, src []float32, idx []int32, cols, b int, seed uint64) bool {
+	if !fast || len(idx) == 0 || cols == 0 || b == 16 {
+		return false
+	}
+	key := drawKey(seed)
+	C.gnn_quant_encode_gather((*C.uint8_t)(unsafe.Pointer(&dst[0])), (*C.float)(unsafe.Pointer(&src[0])), (*C.int32_t)(unsafe.Pointer(&idx[0])),
+		C.int64_t(len(idx)), C.int(cols), C.int(b), C.uint32_t(key[0]), C.uint32_t(key[1]))
 	return true
 }
 

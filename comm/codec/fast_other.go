@@ -10,6 +10,8 @@ func FastPath() string { return "go" }
 
 func encodeFast([]byte, []float32, int, int, int, uint64) bool { return false }
 
+func encodeGatherFast([]byte, []float32, []int32, int, int, uint64) bool { return false }
+
 func decodeFast([]float32, []byte, int, int, int) bool { return false }
 
 func sqDiffFast([]float32, []int32, int, []float32) (float64, float64, bool) { return 0, 0, false }

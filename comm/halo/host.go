@@ -48,8 +48,8 @@ func (*Host) Encode(c codec.Spec, m *kernels.Mat, lo, hi int, dst []byte, seed u
 	c.Encode(dst, m.Data[lo*m.Cols:hi*m.Cols], hi-lo, m.Cols, seed)
 }
 
-// EncodeRows gathers the rows (raw rows straight into the payload) and
-// encodes them.
+// EncodeRows encodes the rows idx of m (raw rows copied straight into the
+// payload; codec.Spec.EncodeGather).
 func (h *Host) EncodeRows(c codec.Spec, m *kernels.Mat, idx []int32, dst []byte, seed uint64) {
 	f := m.Cols
 	if c.Raw() {
@@ -58,14 +58,7 @@ func (h *Host) EncodeRows(c codec.Spec, m *kernels.Mat, idx []int32, dst []byte,
 		}
 		return
 	}
-	if cap(h.gather) < len(idx)*f {
-		h.gather = make([]float32, len(idx)*f)
-	}
-	rows := h.gather[:len(idx)*f]
-	for k, r := range idx {
-		copy(rows[k*f:(k+1)*f], m.Row(int(r)))
-	}
-	c.Encode(dst, rows, len(idx), f, seed)
+	h.gather = c.EncodeGather(dst, m.Data, idx, f, seed, h.gather)
 }
 
 func (*Host) Decode(c codec.Spec, src []byte, m *kernels.Mat, lo, hi int) {
