@@ -281,3 +281,27 @@ func TestRunNotEvaluated(t *testing.T) {
 		t.Errorf("first budget %d, expected epoch 1's 20 bytes", b)
 	}
 }
+
+// TestRunConfirmed: a confirmed run's test accuracy at best validation is
+// its summary's, at full precision, not its epochs', read under
+// compression (the curves keep those); AUC likewise.
+func TestRunConfirmed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.jsonl")
+	writeRunFile(t, path, []ep{{0.5, 0.6, 10, 0}, {0.7, 0.8, 20, 0}}, false)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"summary":true,"best_val_acc":0.72,"best_epoch":1,"test_at_best_val":0.81,"test_at_best_val_auc":0.9,"confirmed":true,"selected_val_acc":0.7}` + "\n")
+	f.Close()
+	r := mustReadRun(t, path)
+	if got := r.TestAtBestVal(); got != 0.81 {
+		t.Errorf("test at best val %v, want the confirmed 0.81", got)
+	}
+	if auc, ok := r.TestAUCAtBestValAUC(); !ok || auc != 0.9 {
+		t.Errorf("test AUC at best val AUC %v, %v; want the confirmed 0.9", auc, ok)
+	}
+	if acc, ok := r.AccAt(20); !ok || acc != 0.8 {
+		t.Errorf("acc(20 bytes) = %v, %v; want epoch 1's 0.8, as the epochs recorded it", acc, ok)
+	}
+}
