@@ -2,6 +2,7 @@ package ckpt
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -81,6 +82,39 @@ func TestLegacyEval(t *testing.T) {
 		}
 		if got.Config.Run.Eval != want {
 			t.Errorf("eval_compressed %d: read as eval %q, want %q", flag, got.Config.Run.Eval, want)
+		}
+	}
+}
+
+// TestOlderAttributes: a checkpoint written before a later attribute
+// existed (cache_input here) reads it as its absent value, and its digest,
+// over the attributes it has, checks; a changed value still fails it.
+func TestOlderAttributes(t *testing.T) {
+	c := toyCheckpoint()
+	var a []h5.Attr
+	for _, at := range c.baseAttrs() {
+		if at.Name != "cache_input" {
+			a = append(a, at)
+		}
+	}
+	dir := t.TempDir()
+	for _, corrupt := range []bool{false, true} {
+		digest := attrsDigest(a)
+		if corrupt {
+			digest++
+		}
+		path := filepath.Join(dir, fmt.Sprintf("c%v.h5", corrupt))
+		if err := h5.WriteFile(path, append(a, h5.Attr{Name: attrsDigestName, Val: digest}), c.arrays()); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Read(path)
+		switch {
+		case corrupt && (err == nil || !strings.Contains(err.Error(), attrsDigestName)):
+			t.Errorf("a wrong digest: %v, want a digest error", err)
+		case !corrupt && err != nil:
+			t.Errorf("a file without cache_input: %v", err)
+		case !corrupt && got.Config.Run.CacheInput:
+			t.Error("a file without cache_input read it as set")
 		}
 	}
 }
