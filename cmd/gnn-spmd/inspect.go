@@ -213,9 +213,10 @@ func checkpointSummary(c *ckpt.Checkpoint) ckptSummary {
 }
 
 func runExport(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("export", "export --checkpoint FILE.h5 [--format npz] --out FILE.npz", stderr)
+	fs := newFlags("export", "export --checkpoint FILE.h5 [--format npz] [--params final|best] --out FILE.npz", stderr)
 	in := fs.String("checkpoint", "", "checkpoint written by train --checkpoint")
 	format := fs.String("format", "npz", "output format: npz (NumPy: one float32 [rows, cols] array per parameter, named after it)")
+	which := fs.String("params", "final", "final (the parameters after the checkpoint's last epoch) or best (those of its best validation epoch so far, which a run under --eval confirm keeps)")
 	out := fs.String("out", "", "output file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -225,6 +226,8 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		return cli.Usagef("export: --checkpoint and --out are required")
 	case *format != "npz":
 		return cli.Usagef("export: --format: got %q, expected npz", *format)
+	case *which != "final" && *which != "best":
+		return cli.Usagef("export: --params: got %q, expected final or best", *which)
 	}
 	release, err := outfile.Claim([]outfile.Path{{Flag: "--checkpoint", Name: *in}}, []outfile.Path{{Flag: "--out", Name: *out}})
 	if err != nil {
@@ -238,9 +241,17 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	if err := c.Verify(*in); err != nil {
 		return err
 	}
-	if err := ckpt.WriteNPZ(*out, c.Params); err != nil {
+	params, what := c.Params, fmt.Sprintf("after epoch %d", c.Epoch)
+	if *which == "best" {
+		var epoch int
+		if params, epoch, err = c.BestParams(*in); err != nil {
+			return err
+		}
+		what = fmt.Sprintf("of epoch %d, the best validation accuracy", epoch)
+	}
+	if err := ckpt.WriteNPZ(*out, params); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %d parameters of %s (after epoch %d) to %s\n", len(c.Params), *in, c.Epoch, *out)
+	fmt.Fprintf(stdout, "wrote %d parameters of %s (%s) to %s\n", len(params), *in, what, *out)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"strings"
 
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/data"
@@ -313,6 +314,24 @@ func (c *Checkpoint) readKept(f *h5.File) {
 		}
 		c.Kept = append(c.Kept, k)
 	}
+}
+
+// BestParams is the kept parameters of the best validation accuracy's
+// epoch, named and shaped as Params (Adam's moments left out), and that
+// epoch; an *data.InputError naming path where the checkpoint keeps none
+// (a run not under --eval confirm).
+func (c *Checkpoint) BestParams(path string) ([]Param, int, error) {
+	for _, k := range c.Kept {
+		if k.Criterion != "acc" {
+			continue
+		}
+		out := make([]Param, len(c.Params))
+		for i, p := range c.Params {
+			out[i] = Param{Name: p.Name, Rows: p.Rows, Cols: p.Cols, W: k.W[i]}
+		}
+		return out, k.Epoch, nil
+	}
+	return nil, 0, &data.InputError{File: path, Field: strings.TrimSuffix(keptGroup("acc"), "/"), Msg: "is absent: the run kept no best-epoch parameters (only compressed runs under --eval confirm do); use --params final"}
 }
 
 func (c *Checkpoint) readAdaptive(f *h5.File) {
