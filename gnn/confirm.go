@@ -58,13 +58,23 @@ func score(criterion string, st *metrics.Epoch) (float64, bool) {
 	return 0, false
 }
 
+// offer makes st the set's epoch if its score beats the set's (the
+// earliest epoch on ties, as metrics.Summary chooses), and says whether it
+// did.
+func (k *kept) offer(st *metrics.Epoch) bool {
+	v, ok := score(k.criterion, st)
+	if !ok || k.epoch >= 0 && v <= k.score {
+		return false
+	}
+	k.epoch, k.score = st.Epoch, v
+	return true
+}
+
 // observe copies the parameters, still those the epoch was evaluated
-// with, into every set whose score the epoch beats (the earliest epoch on
-// ties, as metrics.Summary chooses).
+// with, into every set whose score the epoch beats.
 func (c *confirmation) observe(m *Model, st *metrics.Epoch) {
 	for _, k := range c.sets {
-		if v, ok := score(k.criterion, st); ok && (k.epoch < 0 || v > k.score) {
-			k.epoch, k.score = st.Epoch, v
+		if k.offer(st) {
 			for i, p := range m.Params {
 				m.dev.Copy(k.w[i], p.w)
 			}
@@ -94,13 +104,9 @@ func (t *Trainer) Kept() []Kept {
 	return out
 }
 
-// Confirms reports whether the run keeps the best epochs' parameters and
-// evaluates them at full precision at its end (EvalConfirm).
-func (t *Trainer) Confirms() bool { return t.confirm != nil }
-
-// RestoreKept loads a checkpoint's kept parameters after Resume, which set
-// the history they must agree with: each criterion's best epoch there.
-func (t *Trainer) RestoreKept(sets []Kept) error {
+// RestoreKept loads a checkpoint's kept parameters, which must agree with
+// its history (the one given to Resume): each criterion's best epoch there.
+func (t *Trainer) RestoreKept(history []metrics.Epoch, sets []Kept) error {
 	if t.confirm == nil {
 		if len(sets) > 0 {
 			return fmt.Errorf("restore: the checkpoint keeps best-epoch parameters, but this run does not confirm")
@@ -108,7 +114,10 @@ func (t *Trainer) RestoreKept(sets []Kept) error {
 		return nil
 	}
 	for _, k := range t.confirm.sets {
-		want := t.bestEpoch(k.criterion)
+		for i := range history {
+			k.offer(&history[i])
+		}
+		want := k.epoch
 		var got *Kept
 		for i := range sets {
 			if sets[i].Criterion == k.criterion {
@@ -131,22 +140,8 @@ func (t *Trainer) RestoreKept(sets []Kept) error {
 			}
 			t.Model.dev.Upload(k.w[i], got.W[i])
 		}
-		k.epoch = want
-		k.score, _ = score(k.criterion, &t.restored[want])
 	}
 	return nil
-}
-
-// bestEpoch is the best epoch of a criterion in the restored history (-1
-// if none was evaluated).
-func (t *Trainer) bestEpoch(criterion string) int {
-	best, top := -1, 0.0
-	for i := range t.restored {
-		if v, ok := score(criterion, &t.restored[i]); ok && (best < 0 || v > top) {
-			best, top = i, v
-		}
-	}
-	return best
 }
 
 // confirmBest evaluates the kept parameters and the final ones at full

@@ -64,7 +64,7 @@ func testConfirm(t *testing.T, classes int) {
 	// The exact mode's pass and the confirming one sum in the same order
 	// but not always through the same kernels (its cached input): allow a
 	// node's worth.
-	close := func(what string, a, b, tol float64) {
+	near := func(what string, a, b, tol float64) {
 		t.Helper()
 		if math.Abs(a-b) > tol {
 			t.Errorf("%s: %v, the exact mode measured %v", what, a, b)
@@ -77,9 +77,9 @@ func testConfirm(t *testing.T, classes int) {
 	if math.Abs(got[best].ValAcc-exact[best].ValAcc) <= tol && math.Abs(got[best].TestAcc-exact[best].TestAcc) <= tol {
 		t.Fatalf("epoch %d: compression moved no accuracy past %v: nothing tells the confirmed accuracies from the compressed", best, tol)
 	}
-	close("confirmed validation accuracy", sum.BestValAcc, exact[best].ValAcc, tol)
-	close("confirmed test accuracy", sum.TestAtBestVal, exact[best].TestAcc, tol)
-	close("final test accuracy", sum.FinalTestAcc, exact[epochs].TestAcc, tol)
+	near("confirmed validation accuracy", sum.BestValAcc, exact[best].ValAcc, tol)
+	near("confirmed test accuracy", sum.TestAtBestVal, exact[best].TestAcc, tol)
+	near("final test accuracy", sum.FinalTestAcc, exact[epochs].TestAcc, tol)
 	if classes == 2 {
 		bestAUC := 0
 		for e := range got {
@@ -90,7 +90,7 @@ func testConfirm(t *testing.T, classes int) {
 		if sum.TestAtBestValAUC == nil || sum.SelectedValAUC == nil || *sum.SelectedValAUC != *got[bestAUC].ValAUC {
 			t.Fatalf("summary %+v: want the AUC chosen at epoch %d's %v", sum, bestAUC, *got[bestAUC].ValAUC)
 		}
-		close("confirmed test AUC", *sum.TestAtBestValAUC, *exact[bestAUC].TestAUC, 1e-3)
+		near("confirmed test AUC", *sum.TestAtBestValAUC, *exact[bestAUC].TestAUC, 1e-3)
 	}
 
 	// Resumed after the last epoch: the kept parameters are all there is
@@ -108,7 +108,7 @@ func testConfirm(t *testing.T, classes int) {
 		if err := tr.Resume(trainers[r].Step(), got); err != nil {
 			t.Fatal(err)
 		}
-		if err := tr.RestoreKept(trainers[r].Kept()); err != nil {
+		if err := tr.RestoreKept(got, trainers[r].Kept()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,7 +126,7 @@ func testConfirm(t *testing.T, classes int) {
 	// Kept parameters that disagree with the history are refused.
 	wrong := trainers[0].Kept()
 	wrong[0].Epoch = (wrong[0].Epoch + 1) % epochs
-	if err := resumed[0].RestoreKept(wrong); err == nil {
+	if err := resumed[0].RestoreKept(got, wrong); err == nil {
 		t.Error("kept parameters of another epoch than the history's best: no error")
 	}
 }

@@ -83,8 +83,6 @@ type Trainer struct {
 	// confirm keeps the best epochs' parameters of an EvalConfirm run; nil
 	// for the other modes and full communication.
 	confirm *confirmation
-	// restored is the history Resume was given.
-	restored []metrics.Epoch
 }
 
 // sums is what an epoch adds up over the ranks, in one vector so that one
@@ -192,7 +190,7 @@ func (t *Trainer) Resume(step int, history []metrics.Epoch) error {
 	if len(history) > t.Config.Epochs {
 		return fmt.Errorf("resume after %d epochs of a %d-epoch run", len(history), t.Config.Epochs)
 	}
-	t.step, t.next, t.restored = step, len(history), history
+	t.step, t.next = step, len(history)
 	for _, st := range history {
 		t.past.Add(st)
 	}
@@ -249,9 +247,10 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 	if t.comp != nil {
 		fwdCodecs, bwdCodecs = t.fwd, t.bwd
 	}
-	// Only EvalExact evaluates compressed runs in a raw pass every epoch.
-	evalCompressed := t.comp != nil && t.comp.eval != EvalExact
-	separateEval := m.Config.Dropout > 0 || m.Config.AttnDropout > 0 || (t.comp != nil && !evalCompressed)
+	// An evaluation pass exchanges raw rows under full communication and,
+	// in compressed runs, only under EvalExact, which needs one every epoch.
+	rawEval := t.comp == nil || t.comp.eval == EvalExact
+	separateEval := m.Config.Dropout > 0 || m.Config.AttnDropout > 0 || (t.comp != nil && rawEval)
 	evaluate := !separateEval || t.evaluates(epoch)
 	// Without dropout both passes see the same input and weights: the
 	// training pass takes the first layer's self term from the evaluation
@@ -259,18 +258,18 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 	m.ShareSelfTerm = separateEval && m.Config.Dropout == 0 && !m.inputCached
 	if separateEval && evaluate {
 		// An evaluation pass of its own, at the epoch's rates or raw.
-		if evalCompressed {
-			t.setCodecs(fwdCodecs, bwdCodecs)
-		} else {
+		if rawEval {
 			t.setCodecs(t.raw, t.raw)
+		} else {
+			t.setCodecs(fwdCodecs, bwdCodecs)
 		}
 		t.setResidual(false)
-		if !evalCompressed {
+		if rawEval {
 			if err := t.cacheExactInput(meter, &st); err != nil {
 				return metrics.Epoch{}, err
 			}
 		}
-		m.exactPass = !evalCompressed
+		m.exactPass = rawEval
 		logits, err := m.Forward(t.Halo, false, epoch)
 		m.exactPass = false
 		if err != nil {

@@ -105,7 +105,7 @@ func (c *Checkpoint) Restore(t *gnn.Trainer) error {
 	if err := t.Resume(c.Step, c.History); err != nil {
 		return err
 	}
-	return t.RestoreKept(c.Kept)
+	return t.RestoreKept(c.History, c.Kept)
 }
 
 // Write saves c at path atomically (outfile.Write): the new checkpoint is
