@@ -2,10 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -383,4 +386,49 @@ func killLastRank(t *testing.T, cmd *exec.Cmd, want int) ([]string, time.Time) {
 	killed := time.Now()
 	syscall.Kill(ranks[want-1], syscall.SIGKILL)
 	return pids, killed
+}
+
+// TestCPUProfile: --cpuprofile writes a profile of the training loop with
+// goroutine ranks and under mpirun (rank 0's): a gzip stream, as
+// runtime/pprof writes it, that holds samples of the epochs.
+func TestCPUProfile(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "5")
+	args := []string{"train", "--data", g, "--epochs", "100", "--hidden", "64", "--quiet"}
+	check := func(t *testing.T, path string) {
+		t.Helper()
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatalf("no profile: %v", err)
+		}
+		defer f.Close()
+		z, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		b, err := io.ReadAll(z)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		// Function names are stored as strings in the profile.
+		if !bytes.Contains(b, []byte("gnn.(*Trainer).Epoch")) {
+			t.Errorf("%s (%d bytes) holds no sample of an epoch", path, len(b))
+		}
+	}
+	t.Run("goroutines", func(t *testing.T) {
+		p := filepath.Join(dir, "local.prof")
+		if code, _, stderr := runCLI(append(args, "--ranks", "2", "--cpuprofile", p)...); code != 0 {
+			t.Fatalf("train: %s", stderr)
+		}
+		check(t, p)
+	})
+	t.Run("mpirun-np-2", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		p := filepath.Join(dir, "mpi.prof")
+		if b, err := mpirunCmd(ctx, t, 2, append(args, "--cpuprofile", p)...).CombinedOutput(); err != nil {
+			t.Fatalf("mpirun: %v\n%s", err, b)
+		}
+		check(t, p)
+	})
 }

@@ -61,7 +61,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&r.GroupWidth, "group-width", r.GroupWidth, "quant: the rows of a layer narrower than this many values share one header per ceil(this/width) rows (0: a header per row; default: 64 under the recommended quant setting, else 0)")
 	fs.BoolVar(&r.CacheInput, "cache-input", false, "without dropout, send the first layer's input features once, raw, and cache their aggregation; by default that layer's rows cross every epoch, through its codec, as in the VARCO authors' code")
 	fs.BoolVar(&r.RawLastLayer, "raw-last-layer", false, "send the last layer's halo rows raw whatever the schedule (as the VARCO authors' code does); by default every layer is compressed at its scheduled rate")
-	fs.StringVar(&s.CPUProfile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")
+	fs.StringVar(&s.CPUProfile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file (under mpirun: rank 0's)")
 	fs.StringVar(&s.Checkpoint, "checkpoint", "", "write an HDF5 checkpoint to this file (rank 0) every --checkpoint-every epochs and after the last")
 	fs.IntVar(&s.CheckpointEvery, "checkpoint-every", s.CheckpointEvery, "epochs between checkpoints")
 	fs.IntVar(&s.Keep, "keep", s.Keep, "checkpoints kept: FILE (newest), then FILE.1 ... FILE.<K-1>")

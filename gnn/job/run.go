@@ -455,6 +455,12 @@ func (j *job) runMPI() error {
 			return j.abort(c, err)
 		}
 		defer rep.close()
+		// Rank 0 profiles its own process, as it alone writes the outputs.
+		stopProfile, err := j.startProfile()
+		if err != nil {
+			return j.abort(c, err)
+		}
+		defer stopProfile()
 	}
 	sum, err := rj.trainer.Run(rj.afterEpoch(ck, rep))
 	var stopped *gnn.StoppedError
