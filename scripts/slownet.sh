@@ -15,7 +15,8 @@
 # graph or Amazon Photo, with the experiment grid's settings; a seed picks
 # Amazon Photo's split as in the grid), and prints `gnn-results compare`
 # (which includes the training time until each method reaches full
-# communication's mean accuracy minus half a point). Metrics go to
+# communication's mean accuracy minus half a point). METHODS may add no-comm
+# (no halo exchange: the epoch's floor). Metrics go to
 # OUT/<dataset>/<rate>/<method>-s<seed>.jsonl (default OUT=results-slownet,
 # apart from the experiment grid's directory, whose layout `gnn-spmd
 # report` checks); finished runs are skipped. A run with another PARTITION
@@ -71,6 +72,9 @@ method_args() {
     *-cache) echo "$(method_args "${1%-cache}") --cache-input" ;; # the input sent once
     full) echo "" ;;
     full-nooverlap) echo "--overlap=false" ;;
+    # No halo exchange at all (the edges between parts dropped): the floor
+    # of an epoch on this link and machine, which no codec can go below.
+    no-comm) echo "--no-comm" ;;
     # Compressed runs take each epoch's accuracy from the training pass
     # (the default --eval confirm, as the VARCO authors measure it) and
     # confirm the best epoch's at full precision after the last; --eval
