@@ -4,7 +4,7 @@
 # a file that ends with its summary line is done and is skipped, so an
 # interrupted grid resumes where it stopped. The report is rebuilt at the end.
 #
-#   scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|core7|core8|scaling|more|gat|report|all]   (default all)
+#   scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|core7|core8|breadth|scaling|more|gat|report|all]   (default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
@@ -46,6 +46,11 @@ dataset_args() {
     tolokers) echo "--data $DATA/tolokers --split split_$2" ;;
     actor) echo "--data $DATA/actor --split split_$2 --normalize-features" ;;
     flickr) echo "--data $DATA/flickr --split lc60 --normalize-features" ;;
+    # The breadth grid's other datasets: bag-of-words features; a seed
+    # picks the split where a dataset has several.
+    cora | citeseer) echo "--data $DATA/$1 --split public --normalize-features" ;;
+    chameleon_filtered | squirrel_filtered | cornell | texas | wisconsin) echo "--data $DATA/$1 --split split_$2 --normalize-features" ;;
+    acm | uai | blogcatalog) echo "--data $DATA/$1 --split lc60 --normalize-features" ;;
     csbm100k) echo "--data $RESULTS/data/csbm100k.h5 --split random --hidden $GEN_HIDDEN" ;;
     csbm1m) echo "--data $RESULTS/data/csbm1m.h5 --split random --hidden $BIG_HIDDEN --epochs $BIG_EPOCHS" ;;
     *) echo "experiments: unknown dataset $1" >&2; exit 2 ;;
@@ -77,7 +82,7 @@ run() {
   local dir="$RESULTS/$1/$2/$3-q$4" out eval="--eval exact"
   # The grids before core8 evaluated compressed runs in an exact pass
   # every epoch, the default then; they keep it, so that they reproduce.
-  case $1 in core8) eval="" ;; esac
+  case $1 in core8 | breadth) eval="" ;; esac
   out="$dir/$5-s$6.jsonl"
   if [ -f "$out" ] && grep -q '"summary":true' "$out"; then return 0; fi
   mkdir -p "$dir"
@@ -158,6 +163,19 @@ core7() { grid5 core7 full full-cache recommended-quant recommended-quant-cache;
 # full precision after the last) instead of an exact pass every epoch.
 core8() { grid5 core8 full recommended-quant; }
 
+# (grid breadth): full communication and the recommended setting on every
+# shared dataset with features beyond the core three, random partition (the
+# harder case for compression), Q = 4, 5 seeds: does the setting chosen on
+# the core datasets hold on graphs it was not chosen on?
+BREADTH_DATASETS="cora citeseer actor chameleon_filtered squirrel_filtered cornell texas wisconsin acm uai flickr blogcatalog"
+breadth() {
+  for s in 0 1 2 3 4; do
+    for d in $BREADTH_DATASETS; do
+      for m in full recommended-quant; do run breadth "$d" random 4 "$m" "$s"; done
+    done
+  done
+}
+
 scaling() {
   for s in 0 1 2; do
     for d in amazon_photo tolokers csbm100k; do
@@ -193,12 +211,12 @@ gat() {
 config() {
   cat >"$RESULTS/config.txt" <<EOF
 scripts/experiments.sh on $(uname -n): $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); config written at git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-every run: gnn-spmd train <dataset> --ranks Q --partition P --seed S --epochs $EPOCHS --hidden $HIDDEN <method> [--eval exact: every grid but core8] --quiet --metrics FILE
-model: 3-layer GraphSAGE (mean), hidden $HIDDEN, Adam lr 0.01, no dropout, no weight decay, $EPOCHS epochs; compressed runs evaluated at full precision every epoch (--eval exact, then the default) but in grid core8 (the default --eval confirm)
+every run: gnn-spmd train <dataset> --ranks Q --partition P --seed S --epochs $EPOCHS --hidden $HIDDEN <method> [--eval exact: every grid but core8 and breadth] --quiet --metrics FILE
+model: 3-layer GraphSAGE (mean), hidden $HIDDEN, Adam lr 0.01, no dropout, no weight decay, $EPOCHS epochs; compressed runs evaluated at full precision every epoch (--eval exact, then the default) but in grids core8 and breadth (the default --eval confirm)
 csbm100k: hidden $GEN_HIDDEN; csbm1m: $BIG_EPOCHS epochs, hidden $BIG_HIDDEN
 grid gat: the model flags $GAT_MODEL after all others (so the per-head hidden width is 8 on every dataset)
 generated graphs: gnn-spmd gen --nodes N --classes 5 --degree 8 --homophily 0.8 --features 16 --snr 0.4 --seed 7
-datasets: $(for d in amazon_photo tolokers csbm100k actor flickr csbm1m; do echo -n "$d: $(dataset_args $d S); "; done)
+datasets: $(for d in amazon_photo tolokers csbm100k actor flickr csbm1m $BREADTH_DATASETS; do echo -n "$d: $(dataset_args $d S); "; done)
 methods: $(for m in $CORE_METHODS $CORE2_METHODS; do echo -n "$m: $(method_args $m); "; done | awk -v RS='; ' '!seen[$0]++ {printf "%s; ", $0}')
 EOF
 }
@@ -221,11 +239,12 @@ case ${1:-all} in
   core6) core6 ;;
   core7) core7 ;;
   core8) core8 ;;
+  breadth) breadth ;;
   scaling) scaling ;;
   more) more actor flickr csbm1m ;;
   gat) gat ;;
   report) report ;;
   # The 1M-node graph last: its runs are the longest.
-  all) tune; core; core2; core3; core4; tunegs; tunegw; core5; core6; core7; core8; more actor flickr; scaling; gat; more csbm1m; report ;;
-  *) echo "usage: scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|core7|core8|scaling|more|gat|report|all]" >&2; exit 2 ;;
+  all) tune; core; core2; core3; core4; tunegs; tunegw; core5; core6; core7; core8; breadth; more actor flickr; scaling; gat; more csbm1m; report ;;
+  *) echo "usage: scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|core7|core8|breadth|scaling|more|gat|report|all]" >&2; exit 2 ;;
 esac
