@@ -41,6 +41,8 @@ func Digest(arrays ...any) uint64 {
 			views[i] = byteView(v)
 		case []float32:
 			views[i] = byteView(v)
+		case []float64:
+			views[i] = byteView(v)
 		default:
 			panic(fmt.Sprintf("Digest: unsupported %T", a))
 		}
@@ -80,7 +82,7 @@ func Digest(arrays ...any) uint64 {
 
 // byteView is the in-memory bytes of s (little-endian on every platform
 // this project builds for, which the HDF5 format assumes too).
-func byteView[T int32 | int64 | uint64 | float32](s []T) []byte {
+func byteView[T int32 | int64 | uint64 | float32 | float64](s []T) []byte {
 	if len(s) == 0 {
 		return nil
 	}

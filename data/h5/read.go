@@ -356,7 +356,7 @@ func standardLayout(dt *hdf5.Datatype) bool {
 
 // openAttr opens an attribute and checks that it holds one value of the
 // wanted type class; the caller closes both results.
-func (f *File) openAttr(g *hdf5.Group, name string, class hdf5.TypeClass, want string) (*hdf5.Attribute, *hdf5.Datatype, error) {
+func (f *File) openAttr(g attrHolder, name string, class hdf5.TypeClass, want string) (*hdf5.Attribute, *hdf5.Datatype, error) {
 	field := "attribute " + name
 	a, err := g.OpenAttribute(name)
 	if err != nil {
@@ -454,7 +454,33 @@ func readArray[T Elem](f *File, p string, typ elemType, want []int64, wantDesc s
 			return nil, f.errorf(p, "cannot be read: the file is truncated or corrupt, or the dataset uses an unavailable filter")
 		}
 	}
-	return buf, nil
+	return buf, f.checkDigest(d, p, buf)
+}
+
+// checkDigest compares the values read from dataset d at p with the
+// digest written with them (DigestAttr), where the file has one: files
+// from before it, and those other writers make, do not.
+func (f *File) checkDigest(d *hdf5.Dataset, p string, values any) error {
+	a, err := d.OpenAttribute(DigestAttr)
+	if err != nil {
+		return nil
+	}
+	a.Close()
+	a, dt, err := f.openAttr(d, DigestAttr, hdf5.T_INTEGER, "an integer")
+	if ie, ok := err.(*data.InputError); ok {
+		ie.Field = p + " " + ie.Field // the dataset's attribute, not the root's
+		return ie
+	}
+	defer a.Close()
+	defer dt.Close()
+	var want uint64
+	if err := a.Read(&want, hdf5.T_NATIVE_UINT64); err != nil {
+		return f.errorf(p+" attribute "+DigestAttr, "cannot be read: the file is corrupt")
+	}
+	if got := data.Digest(values); got != want {
+		return f.errorf(p, "holds values whose digest is %#x, not the %#x written with them: the file is corrupt", got, want)
+	}
+	return nil
 }
 
 // wantShape fills the free (-1) dimensions of want from the actual dims.

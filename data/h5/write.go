@@ -1,7 +1,8 @@
 // Package h5 is the HDF5 toolkit every file format of this project uses
 // (the dataset file, part files, checkpoints): scalar root attributes naming
-// the format and version, contiguous uncompressed little-endian arrays,
-// writes that are atomic (through data/outfile),
+// the format and version, contiguous uncompressed little-endian arrays
+// that each carry the digest of their values, writes that are atomic
+// (through data/outfile),
 // and readers that check every type, shape and size against the file
 // before allocating, and report each problem as a *data.InputError naming
 // the file and the HDF5 object.
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 
 	"gonum.org/v1/hdf5"
@@ -213,10 +215,16 @@ func (c *closer) close(what string, fn func() error) {
 	}
 }
 
+// attrHolder is a group or a dataset: what carries attributes.
+type attrHolder interface {
+	CreateAttribute(name string, dtype *hdf5.Datatype, dspace *hdf5.Dataspace) (*hdf5.Attribute, error)
+	OpenAttribute(name string) (*hdf5.Attribute, error)
+}
+
 // writeAttr writes a scalar attribute: a variable-length string (what h5py
 // writes for a Python str, and reads back as str), int32, int64, uint64
 // (fingerprints, seeds) or float64.
-func writeAttr(g *hdf5.Group, name string, val any) (err error) {
+func writeAttr(g attrHolder, name string, val any) (err error) {
 	sp, err := hdf5.CreateDataspace(hdf5.S_SCALAR)
 	if err != nil {
 		return err
@@ -263,10 +271,17 @@ func writeAttr(g *hdf5.Group, name string, val any) (err error) {
 	return nil
 }
 
+// DigestAttr is the attribute of every dataset this package writes that
+// holds data.Digest of its values: HDF5 keeps no checksum of contiguous
+// data, so without it a flipped bit in a parameter or a feature would be
+// read back as a plausible number.
+const DigestAttr = "digest"
+
 // writeArray creates a contiguous, uncompressed dataset (the layout that
-// loads fastest: one read straight into the destination slice) and writes
-// data into it in slabs of at most slabBytes along the first dimension.
-func writeArray[T Elem](g *hdf5.Group, name string, typ elemType, data []T, dims []uint) (err error) {
+// loads fastest: one read straight into the destination slice), writes
+// data into it in slabs of at most slabBytes along the first dimension,
+// and its digest (DigestAttr).
+func writeArray[T Elem](g *hdf5.Group, name string, typ elemType, values []T, dims []uint) (err error) {
 	sp, err := hdf5.CreateSimpleDataspace(dims, nil)
 	if err != nil {
 		return err
@@ -283,17 +298,28 @@ func writeArray[T Elem](g *hdf5.Group, name string, typ elemType, data []T, dims
 			err = c.err
 		}
 	}()
-	if len(data) == 0 {
+	n := 1
+	for _, x := range dims {
+		n *= int(x)
+	}
+	if len(values) < n {
+		return fmt.Errorf("%d values for shape %v", len(values), dims)
+	}
+	values = values[:n] // what the file holds
+	if err := writeAttr(d, DigestAttr, data.Digest(any(values))); err != nil {
+		return fmt.Errorf("attribute %s: %w", DigestAttr, err)
+	}
+	if len(values) == 0 {
 		return nil // HDF5 refuses a write from an empty (nil) buffer
 	}
-	rowLen := len(data) / int(dims[0])
+	rowLen := len(values) / int(dims[0])
 	rows := max(1, slabBytes/(rowLen*int(typ.size)))
 	if rows >= int(dims[0]) {
-		return d.Write(&data)
+		return d.Write(&values)
 	}
 	for lo := 0; lo < int(dims[0]); lo += rows {
 		hi := min(lo+rows, int(dims[0]))
-		if err := writeSlab(d, data[lo*rowLen:hi*rowLen], lo, hi, dims); err != nil {
+		if err := writeSlab(d, values[lo*rowLen:hi*rowLen], lo, hi, dims); err != nil {
 			return err
 		}
 	}

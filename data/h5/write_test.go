@@ -1,9 +1,16 @@
 package h5
 
 import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"gonum.org/v1/hdf5"
 )
 
 // TestSlabbedWrite: arrays larger than one slab are written in several
@@ -43,5 +50,99 @@ func TestSlabbedWrite(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDigest: every dataset carries the digest of its values; a changed
+// value (a flipped byte in the file) is an error naming the dataset, and a
+// dataset without a digest (another writer's, an older file's) reads.
+func TestDigest(t *testing.T) {
+	// Values whose bytes are easy to find in the file.
+	marked := []float64{math.Float64frombits(0x3ff1_2345_6789_abcd), 2, 3}
+	ints := []int32{7, -1, 1 << 30}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.h5")
+	attrs := []Attr{{Name: "format", Val: "digest"}, {Name: "version", Val: int32(1)}}
+	arrays := []Array{Vec("/marked", marked), Vec("/ints", ints), Vec("/empty", []float32{})}
+	if err := WriteFile(good, attrs, arrays); err != nil {
+		t.Fatal(err)
+	}
+	read := func(path string) error {
+		return Read(path, "digest", 1, "no such file", func(f *File) error {
+			ReadArray[float64](f, "/marked", "[3]", 3)
+			ReadArray[int32](f, "/ints", "[3]", 3)
+			ReadArray[float32](f, "/empty", "[0]", 0)
+			return nil
+		})
+	}
+	if err := read(good); err != nil {
+		t.Fatalf("the file as written: %v", err)
+	}
+	b, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mark [8]byte
+	binary.LittleEndian.PutUint64(mark[:], math.Float64bits(marked[0]))
+	at := bytes.Index(b, mark[:])
+	if at < 0 || bytes.Index(b[at+1:], mark[:]) >= 0 {
+		t.Fatalf("the marked value is not in the file once")
+	}
+	b[at] ^= 1 // the lowest mantissa bit: a plausible value still
+	bad := filepath.Join(dir, "bad.h5")
+	if err := os.WriteFile(bad, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = read(bad)
+	if err == nil || !strings.Contains(err.Error(), "/marked: holds values whose digest is") || !strings.Contains(err.Error(), "the file is corrupt") {
+		t.Errorf("a changed value: got %v, want an error naming /marked", err)
+	}
+	// The same arrays written without digests, as h5py would.
+	plain := filepath.Join(dir, "plain.h5")
+	err = withHDF5(func() error {
+		f, err := hdf5.CreateFile(plain, hdf5.F_ACC_TRUNC)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		root, err := f.OpenGroup("/")
+		if err != nil {
+			return err
+		}
+		defer root.Close()
+		for _, a := range attrs {
+			if err := writeAttr(root, a.Name, a.Val); err != nil {
+				return err
+			}
+		}
+		for _, a := range arrays {
+			sp, err := hdf5.CreateSimpleDataspace(a.Dims, nil)
+			if err != nil {
+				return err
+			}
+			typ := map[string]*hdf5.Datatype{"/marked": hdf5.T_NATIVE_DOUBLE, "/ints": hdf5.T_NATIVE_INT32, "/empty": hdf5.T_NATIVE_FLOAT}[a.Path]
+			d, err := root.CreateDataset(a.Path[1:], typ, sp)
+			sp.Close()
+			if err != nil {
+				return err
+			}
+			switch v := a.Data.(type) {
+			case []float64:
+				err = d.Write(&v)
+			case []int32:
+				err = d.Write(&v)
+			}
+			d.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := read(plain); err != nil {
+		t.Errorf("a file without digests: %v", err)
 	}
 }

@@ -238,7 +238,8 @@ func TestPartitionFileCorrupt(t *testing.T) {
 	restore()
 
 	// Overwrite the /owned data in place (found by its bytes) with another
-	// node: the file is readable, its content is not.
+	// node: the file is readable, its content is not, and its digest says
+	// so (TestPartitionFileMalformed covers the checks of the values).
 	shards, _ := BuildShards(ds, "a", parts, 3)
 	owned := h5test.LE(shards[2].Owned)
 	at := bytes.Index(good, owned)
@@ -249,10 +250,10 @@ func TestPartitionFileCorrupt(t *testing.T) {
 	bad[at] ^= 1
 	os.WriteFile(path, bad, 0o644)
 	_, _, err = ReadShard(dir, 2, 3)
-	wantInputError(t, "corrupt owned", err, path, "/owned: entry 0")
+	wantInputError(t, "corrupt owned", err, path, "/owned: holds values whose digest", "the file is corrupt")
 	restore()
 
-	// Corrupt meta.h5's assignment: the partition id no longer matches.
+	// Corrupt meta.h5's assignment.
 	metaPath := filepath.Join(dir, "meta.h5")
 	mb, _ := os.ReadFile(metaPath)
 	at = bytes.Index(mb, h5test.LE(parts))
@@ -263,7 +264,7 @@ func TestPartitionFileCorrupt(t *testing.T) {
 	mb[at] = byte((v + 1) % 3)
 	os.WriteFile(metaPath, mb, 0o644)
 	_, err = ReadPartitionMeta(dir)
-	wantInputError(t, "corrupt meta", err, metaPath, "attribute partition_id", "the file is corrupt")
+	wantInputError(t, "corrupt meta", err, metaPath, "/parts: holds values whose digest", "the file is corrupt")
 
 	os.WriteFile(metaPath, []byte("not hdf5"), 0o644)
 	_, err = ReadPartitionMeta(dir)
