@@ -25,3 +25,16 @@ func TestXXH64Vectors(t *testing.T) {
 		t.Errorf("xxh64(abc) = %016x", got)
 	}
 }
+
+// BenchmarkDigest: the digest every HDF5 reader recomputes over each array
+// it loads (data/h5's digest attribute), on 256 MiB of float32s.
+func BenchmarkDigest(b *testing.B) {
+	v := make([]float32, 64<<20)
+	for i := range v {
+		v[i] = float32(i)
+	}
+	b.SetBytes(int64(4 * len(v)))
+	for b.Loop() {
+		Digest(v)
+	}
+}
