@@ -2,6 +2,8 @@ package ckpt
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
@@ -323,5 +326,39 @@ func TestNotEvaluatedHistory(t *testing.T) {
 		if e != 1 && (h.ValAcc != c.History[e].ValAcc || h.TestAcc != c.History[e].TestAcc) {
 			t.Fatalf("epoch %d: accuracies %v/%v, wrote %v/%v", e, h.ValAcc, h.TestAcc, c.History[e].ValAcc, c.History[e].TestAcc)
 		}
+	}
+}
+
+// TestCorruptValue: a checkpoint whose parameter bytes changed on disk (one
+// bit of a weight: still a plausible number) is refused on read, naming the
+// parameter, instead of resuming from it.
+func TestCorruptValue(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.h5")
+	c := toyCheckpoint()
+	p := &c.Params[1]
+	p.W[2] = math.Float32frombits(0x3f9a_bcde) // bytes found once in the file
+	if err := Write(path, 1, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(path); err != nil {
+		t.Fatalf("the file as written: %v", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := binary.LittleEndian.AppendUint32(nil, math.Float32bits(p.W[2]))
+	at := bytes.Index(b, mark)
+	if at < 0 || bytes.Index(b[at+1:], mark) >= 0 {
+		t.Fatal("the marked weight is not in the file once")
+	}
+	b[at] ^= 1
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Read(path)
+	var ie *data.InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "/params/"+p.Name+": holds values whose digest") {
+		t.Errorf("got %v, want an input error naming /params/%s", err, p.Name)
 	}
 }
