@@ -467,9 +467,11 @@ func (f *File) checkDigest(d *hdf5.Dataset, p string, values any) error {
 	}
 	a.Close()
 	a, dt, err := f.openAttr(d, DigestAttr, hdf5.T_INTEGER, "an integer")
-	if ie, ok := err.(*data.InputError); ok {
-		ie.Field = p + " " + ie.Field // the dataset's attribute, not the root's
-		return ie
+	if err != nil {
+		if ie, ok := err.(*data.InputError); ok {
+			ie.Field = p + " " + ie.Field // the dataset's attribute, not the root's
+		}
+		return err
 	}
 	defer a.Close()
 	defer dt.Close()
