@@ -409,7 +409,12 @@ func TestBadCheckpoint(t *testing.T) {
 		{name: "absurd layers", python: `f.attrs["layers"] = np.int64(10**9)`, want: []string{"attribute layers: is 1000000000"}},
 		{name: "missing attribute", python: `del f.attrs["adam_step"]`, want: []string{"attribute adam_step: missing"}},
 		{name: "short history", python: `del f["metrics/loss"]; f["metrics/loss"] = np.zeros(3)`, want: []string{"/metrics/loss: has shape [3]"}},
-		{name: "NaN weight", python: `f["params/layer2.bias"][0, 1] = np.nan`, want: []string{"/params/layer2.bias: entry 1 is NaN"}},
+		// A value changed in place, as a flipped bit would: its digest tells.
+		{name: "changed weight", python: `f["params/layer2.bias"][0, 1] += 1`,
+			want: []string{"/params/layer2.bias: holds values whose digest is", "not the", "the file is corrupt"}},
+		// The same by a writer that keeps no digest: the values' own checks.
+		{name: "NaN weight", python: `f["params/layer2.bias"][0, 1] = np.nan; del f["params/layer2.bias"].attrs["digest"]`,
+			want: []string{"/params/layer2.bias: entry 1 is NaN"}},
 		// found by the full corrupt-byte sweep: inspect --json failed on it (exit 1)
 		{name: "NaN setting", python: `f.attrs["lr"] = np.float64("nan")`, want: []string{"attribute lr: is NaN, expected a finite number"}},
 		{name: "infinite setting", python: `f.attrs["ratio"] = np.float64("-inf")`, want: []string{"attribute ratio: is -Inf, expected a finite number"}},
