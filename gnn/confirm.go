@@ -18,6 +18,10 @@ type Kept struct {
 	W         [][]float32
 }
 
+// KeptCriteria are the criteria a confirming run keeps parameters by:
+// validation accuracy always, validation AUC on two-class tasks.
+var KeptCriteria = []string{"acc", "auc"}
+
 // kept is a Kept on the device, with the score that chose it.
 type kept struct {
 	criterion string
@@ -32,9 +36,9 @@ type confirmation struct{ sets []*kept }
 
 func newConfirmation(m *Model) *confirmation {
 	c := &confirmation{}
-	criteria := []string{"acc"}
+	criteria := KeptCriteria[:1]
 	if m.Config.Classes == 2 {
-		criteria = append(criteria, "auc")
+		criteria = KeptCriteria
 	}
 	for _, name := range criteria {
 		k := &kept{criterion: name, epoch: -1}

@@ -142,11 +142,11 @@ func (f *File) keep(err error) {
 
 // HasAttr reports whether the root group has the attribute name (one that
 // newer files add).
-func (f *File) HasAttr(name string) bool {
-	if f.err != nil {
-		return false
-	}
-	a, err := f.root.OpenAttribute(name)
+func (f *File) HasAttr(name string) bool { return f.err == nil && attrExists(f.root, name) }
+
+// attrExists reports whether g has the attribute name.
+func attrExists(g attrHolder, name string) bool {
+	a, err := g.OpenAttribute(name)
 	if err != nil {
 		return false
 	}
@@ -461,11 +461,9 @@ func readArray[T Elem](f *File, p string, typ elemType, want []int64, wantDesc s
 // digest written with them (DigestAttr), where the file has one: files
 // from before it, and those other writers make, do not.
 func (f *File) checkDigest(d *hdf5.Dataset, p string, values any) error {
-	a, err := d.OpenAttribute(DigestAttr)
-	if err != nil {
+	if !attrExists(d, DigestAttr) {
 		return nil
 	}
-	a.Close()
 	a, dt, err := f.openAttr(d, DigestAttr, hdf5.T_INTEGER, "an integer")
 	if err != nil {
 		if ie, ok := err.(*data.InputError); ok {

@@ -292,10 +292,6 @@ func (c *Checkpoint) readParams(f *h5.File) {
 	}
 }
 
-// keptCriteria are the criteria a run keeps best-epoch parameters by
-// (gnn.Kept): validation accuracy, and AUC for two-class tasks.
-var keptCriteria = []string{"acc", "auc"}
-
 func keptEpochAttr(criterion string) string { return "best_" + criterion + "_epoch" }
 func keptGroup(criterion string) string     { return "/best/" + criterion + "/" }
 
@@ -303,7 +299,7 @@ func keptGroup(criterion string) string     { return "/best/" + criterion + "/" 
 // them from its first evaluated epoch on (gnn.Trainer.RestoreKept checks
 // them against the run and its history).
 func (c *Checkpoint) readKept(f *h5.File) {
-	for _, crit := range keptCriteria {
+	for _, crit := range gnn.KeptCriteria {
 		name := keptEpochAttr(crit)
 		if !f.HasAttr(name) {
 			continue
@@ -409,24 +405,31 @@ func (c *Checkpoint) Verify(path string) error {
 	}
 	for _, kp := range c.Kept {
 		for i, w := range kp.W {
-			for k, x := range w {
-				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-					return bad(keptGroup(kp.Criterion)+c.Params[i].Name, "entry %d is %v, expected a finite number", k, x)
-				}
+			if err := finite(bad, keptGroup(kp.Criterion)+c.Params[i].Name, w); err != nil {
+				return err
 			}
 		}
 	}
 	for _, r := range c.Residual {
-		for k, x := range r.Data {
-			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-				return bad(residualGroup(r.Layer, r.Dir)+"/values", "entry %d is %v, expected a finite number", k, x)
-			}
+		if err := finite(bad, residualGroup(r.Layer, r.Dir)+"/values", r.Data); err != nil {
+			return err
 		}
 	}
 	return c.verifyAdaptive(bad)
 }
 
 type badFunc func(field, format string, args ...any) error
+
+// finite reports the first entry of the dataset at field that is NaN or
+// infinite.
+func finite(bad badFunc, field string, v []float32) error {
+	for k, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return bad(field, "entry %d is %v, expected a finite number", k, x)
+		}
+	}
+	return nil
+}
 
 func (c *Checkpoint) verifyParams(bad badFunc) error {
 	for _, p := range c.Params {

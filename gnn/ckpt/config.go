@@ -94,7 +94,7 @@ func (c *Config) fields() []field {
 		{name: "slope", flag: "--slope", ptr: &r.Slope},
 		{name: "kappa", flag: "--kappa", ptr: &r.Kappa},
 		// Checkpoints from before the confirm mode recorded eval_compressed
-		// instead (readEval).
+		// instead (Checkpoint.read).
 		{name: "eval", flag: "--eval", ptr: &r.Eval, absent: ""},
 		// Checkpoints from before the last layer could be compressed sent it raw.
 		{name: "raw_last_layer", flag: "--raw-last-layer", ptr: &r.RawLastLayer, absent: true},
