@@ -23,6 +23,9 @@ type File struct {
 	f    *hdf5.File
 	root *hdf5.Group
 	err  error
+	// digests are the datasets' digests by path (DigestsAttr); nil for a
+	// file without them.
+	digests map[string]uint64
 }
 
 // Read opens path, checks that its format and version attributes are
@@ -74,6 +77,9 @@ func Read(path, format string, version int64, missing string, fn func(f *File) e
 		}
 		if f.err != nil {
 			return f.err
+		}
+		if err := f.readDigests(); err != nil {
+			return err
 		}
 		if err := fn(f); err != nil {
 			return err
@@ -142,16 +148,60 @@ func (f *File) keep(err error) {
 
 // HasAttr reports whether the root group has the attribute name (one that
 // newer files add).
-func (f *File) HasAttr(name string) bool { return f.err == nil && attrExists(f.root, name) }
-
-// attrExists reports whether g has the attribute name.
-func attrExists(g attrHolder, name string) bool {
-	a, err := g.OpenAttribute(name)
+func (f *File) HasAttr(name string) bool {
+	if f.err != nil {
+		return false
+	}
+	a, err := f.root.OpenAttribute(name)
 	if err != nil {
 		return false
 	}
 	a.Close()
 	return true
+}
+
+// readDigests reads the datasets' digests (DigestPathsAttr, DigestsAttr),
+// where the file has them: files from before them, and those other
+// writers make, do not.
+func (f *File) readDigests() error {
+	if !f.HasAttr(DigestPathsAttr) {
+		return nil
+	}
+	paths := strings.Split(f.String(DigestPathsAttr), "\n")
+	if f.err != nil {
+		return f.err
+	}
+	field := "attribute " + DigestsAttr
+	a, err := f.root.OpenAttribute(DigestsAttr)
+	if err != nil {
+		return f.errorf(field, "missing, expected a uint64 digest per path in %s", DigestPathsAttr)
+	}
+	defer a.Close()
+	dt := &hdf5.Datatype{Identifier: a.GetType()}
+	if dt.ID() < 0 {
+		return f.errorf(field, "has no readable type: the file is corrupt")
+	}
+	defer dt.Close()
+	if dt.Class() != hdf5.T_INTEGER || !dt.Equal(hdf5.T_STD_U64LE) {
+		return f.errorf(field, "has type class %s of %d bytes, expected little-endian uint64", typeClassName(dt.Class()), dt.Size())
+	}
+	points := -1
+	if sp := a.Space(); sp != nil {
+		points = sp.SimpleExtentNPoints()
+		sp.Close()
+	}
+	if points != len(paths) {
+		return f.errorf(field, "holds %d values, expected one per path in %s (%d)", points, DigestPathsAttr, len(paths))
+	}
+	digests := make([]uint64, len(paths))
+	if err := a.Read(&digests[0], hdf5.T_NATIVE_UINT64); err != nil {
+		return f.errorf(field, "cannot be read: the file is corrupt")
+	}
+	f.digests = make(map[string]uint64, len(paths))
+	for i, p := range paths {
+		f.digests[p] = digests[i]
+	}
+	return nil
 }
 
 // Int reads an integer root attribute, which must lie in [lo, hi].
@@ -356,7 +406,7 @@ func standardLayout(dt *hdf5.Datatype) bool {
 
 // openAttr opens an attribute and checks that it holds one value of the
 // wanted type class; the caller closes both results.
-func (f *File) openAttr(g attrHolder, name string, class hdf5.TypeClass, want string) (*hdf5.Attribute, *hdf5.Datatype, error) {
+func (f *File) openAttr(g *hdf5.Group, name string, class hdf5.TypeClass, want string) (*hdf5.Attribute, *hdf5.Datatype, error) {
 	field := "attribute " + name
 	a, err := g.OpenAttribute(name)
 	if err != nil {
@@ -454,28 +504,15 @@ func readArray[T Elem](f *File, p string, typ elemType, want []int64, wantDesc s
 			return nil, f.errorf(p, "cannot be read: the file is truncated or corrupt, or the dataset uses an unavailable filter")
 		}
 	}
-	return buf, f.checkDigest(d, p, buf)
+	return buf, f.checkDigest(p, buf)
 }
 
-// checkDigest compares the values read from dataset d at p with the
-// digest written with them (DigestAttr), where the file has one: files
-// from before it, and those other writers make, do not.
-func (f *File) checkDigest(d *hdf5.Dataset, p string, values any) error {
-	if !attrExists(d, DigestAttr) {
+// checkDigest compares the values read from the dataset at p with the
+// digest written with them, where the file has one (readDigests).
+func (f *File) checkDigest(p string, values any) error {
+	want, ok := f.digests[p]
+	if !ok {
 		return nil
-	}
-	a, dt, err := f.openAttr(d, DigestAttr, hdf5.T_INTEGER, "an integer")
-	if err != nil {
-		if ie, ok := err.(*data.InputError); ok {
-			ie.Field = p + " " + ie.Field // the dataset's attribute, not the root's
-		}
-		return err
-	}
-	defer a.Close()
-	defer dt.Close()
-	var want uint64
-	if err := a.Read(&want, hdf5.T_NATIVE_UINT64); err != nil {
-		return f.errorf(p+" attribute "+DigestAttr, "cannot be read: the file is corrupt")
 	}
 	if got := data.Digest(values); got != want {
 		return f.errorf(p, "holds values whose digest is %#x, not the %#x written with them: the file is corrupt", got, want)

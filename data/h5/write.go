@@ -1,8 +1,8 @@
 // Package h5 is the HDF5 toolkit every file format of this project uses
 // (the dataset file, part files, checkpoints): scalar root attributes naming
 // the format and version, contiguous uncompressed little-endian arrays
-// that each carry the digest of their values, writes that are atomic
-// (through data/outfile),
+// with the digests of their values, writes that are atomic (through
+// data/outfile),
 // and readers that check every type, shape and size against the file
 // before allocating, and report each problem as a *data.InputError naming
 // the file and the HDF5 object.
@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
@@ -169,6 +170,8 @@ func writeContent(name string, attrs []Attr, arrays []Array) (err error) {
 		opened = append(opened, path)
 		return g, nil
 	}
+	var paths []string
+	var digests []uint64
 	for _, a := range arrays {
 		if a.Data == nil { // an empty group
 			if _, err := group(a.Path); err != nil {
@@ -181,21 +184,32 @@ func writeContent(name string, attrs []Attr, arrays []Array) (err error) {
 			return err
 		}
 		base := filepath.Base(a.Path)
+		var digest uint64
 		switch d := a.Data.(type) {
 		case []int32:
-			err = writeArray(g, base, typeInt32, d, a.Dims)
+			digest, err = writeArray(g, base, typeInt32, d, a.Dims)
 		case []int64:
-			err = writeArray(g, base, typeInt64, d, a.Dims)
+			digest, err = writeArray(g, base, typeInt64, d, a.Dims)
 		case []float32:
-			err = writeArray(g, base, typeFloat32, d, a.Dims)
+			digest, err = writeArray(g, base, typeFloat32, d, a.Dims)
 		case []float64:
-			err = writeArray(g, base, typeFloat64, d, a.Dims)
+			digest, err = writeArray(g, base, typeFloat64, d, a.Dims)
 		default:
 			err = fmt.Errorf("unsupported data %T", a.Data)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", a.Path, err)
 		}
+		paths, digests = append(paths, a.Path), append(digests, digest)
+	}
+	if len(paths) == 0 {
+		return nil
+	}
+	if err := writeAttr(root, DigestPathsAttr, strings.Join(paths, "\n")); err != nil {
+		return fmt.Errorf("attribute %s: %w", DigestPathsAttr, err)
+	}
+	if err := writeAttr(root, DigestsAttr, digests); err != nil {
+		return fmt.Errorf("attribute %s: %w", DigestsAttr, err)
 	}
 	return nil
 }
@@ -215,17 +229,17 @@ func (c *closer) close(what string, fn func() error) {
 	}
 }
 
-// attrHolder is a group or a dataset: what carries attributes.
-type attrHolder interface {
-	CreateAttribute(name string, dtype *hdf5.Datatype, dspace *hdf5.Dataspace) (*hdf5.Attribute, error)
-	OpenAttribute(name string) (*hdf5.Attribute, error)
-}
-
 // writeAttr writes a scalar attribute: a variable-length string (what h5py
 // writes for a Python str, and reads back as str), int32, int64, uint64
-// (fingerprints, seeds) or float64.
-func writeAttr(g attrHolder, name string, val any) (err error) {
-	sp, err := hdf5.CreateDataspace(hdf5.S_SCALAR)
+// (fingerprints, seeds) or float64; or a one-dimensional []uint64 (the
+// digests).
+func writeAttr(g *hdf5.Group, name string, val any) (err error) {
+	var sp *hdf5.Dataspace
+	if v, ok := val.([]uint64); ok {
+		sp, err = hdf5.CreateSimpleDataspace([]uint{uint(len(v))}, nil)
+	} else {
+		sp, err = hdf5.CreateDataspace(hdf5.S_SCALAR)
+	}
 	if err != nil {
 		return err
 	}
@@ -238,7 +252,7 @@ func writeAttr(g attrHolder, name string, val any) (err error) {
 		dt = hdf5.T_NATIVE_INT32
 	case int64:
 		dt = hdf5.T_NATIVE_INT64
-	case uint64:
+	case uint64, []uint64:
 		dt = hdf5.T_NATIVE_UINT64
 	case float64:
 		dt = hdf5.T_NATIVE_DOUBLE
@@ -265,31 +279,41 @@ func writeAttr(g attrHolder, name string, val any) (err error) {
 		return a.Write(&v, dt)
 	case uint64:
 		return a.Write(&v, dt)
+	case []uint64:
+		return a.Write(&v[0], dt) // the binding writes from the element's address
 	case float64:
 		return a.Write(&v, dt)
 	}
 	return nil
 }
 
-// DigestAttr is the attribute of every dataset this package writes that
-// holds data.Digest of its values: HDF5 keeps no checksum of contiguous
-// data, so without it a flipped bit in a parameter or a feature would be
-// read back as a plausible number.
-const DigestAttr = "digest"
+// The root attributes that hold data.Digest of every dataset's values:
+// DigestPathsAttr the datasets' paths, one per line, and DigestsAttr
+// (uint64, one per path) their digests. HDF5 keeps no checksum of
+// contiguous data, so without them a flipped bit in a parameter or a
+// feature would be read back as a plausible number. They are root
+// attributes, not attributes of each dataset, because libhdf5 1.10 reads
+// out of bounds on some corrupt dataset attribute headers where the scan
+// child survives them and the reader crashes (the corrupt-byte sweep
+// found one); root attributes are what every reader opens already.
+const (
+	DigestPathsAttr = "digest_paths"
+	DigestsAttr     = "digests"
+)
 
 // writeArray creates a contiguous, uncompressed dataset (the layout that
 // loads fastest: one read straight into the destination slice), writes
 // data into it in slabs of at most slabBytes along the first dimension,
-// and its digest (DigestAttr).
-func writeArray[T Elem](g *hdf5.Group, name string, typ elemType, values []T, dims []uint) (err error) {
+// and returns the digest of what it wrote.
+func writeArray[T Elem](g *hdf5.Group, name string, typ elemType, values []T, dims []uint) (digest uint64, err error) {
 	sp, err := hdf5.CreateSimpleDataspace(dims, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer sp.Close()
 	d, err := g.CreateDataset(name, typ.native, sp)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var c closer
 	defer func() {
@@ -303,27 +327,25 @@ func writeArray[T Elem](g *hdf5.Group, name string, typ elemType, values []T, di
 		n *= int(x)
 	}
 	if len(values) < n {
-		return fmt.Errorf("%d values for shape %v", len(values), dims)
+		return 0, fmt.Errorf("%d values for shape %v", len(values), dims)
 	}
 	values = values[:n] // what the file holds
-	if err := writeAttr(d, DigestAttr, data.Digest(any(values))); err != nil {
-		return fmt.Errorf("attribute %s: %w", DigestAttr, err)
-	}
+	digest = data.Digest(any(values))
 	if len(values) == 0 {
-		return nil // HDF5 refuses a write from an empty (nil) buffer
+		return digest, nil // HDF5 refuses a write from an empty (nil) buffer
 	}
 	rowLen := len(values) / int(dims[0])
 	rows := max(1, slabBytes/(rowLen*int(typ.size)))
 	if rows >= int(dims[0]) {
-		return d.Write(&values)
+		return digest, d.Write(&values)
 	}
 	for lo := 0; lo < int(dims[0]); lo += rows {
 		hi := min(lo+rows, int(dims[0]))
 		if err := writeSlab(d, values[lo*rowLen:hi*rowLen], lo, hi, dims); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return digest, nil
 }
 
 // writeSlab writes rows [lo, hi) of a dataset with the given dims.

@@ -53,9 +53,9 @@ func TestSlabbedWrite(t *testing.T) {
 	}
 }
 
-// TestDigest: every dataset carries the digest of its values; a changed
-// value (a flipped byte in the file) is an error naming the dataset, and a
-// dataset without a digest (another writer's, an older file's) reads.
+// TestDigest: the file holds every dataset's digest; a changed value (a
+// flipped byte in the file) is an error naming the dataset, and a file
+// without digests (another writer's, an older file's) reads.
 func TestDigest(t *testing.T) {
 	// Values whose bytes are easy to find in the file.
 	marked := []float64{math.Float64frombits(0x3ff1_2345_6789_abcd), 2, 3}
