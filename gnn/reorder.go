@@ -97,22 +97,37 @@ const (
 	OrderMETIS = "metis" // the owned rows' METIS clusters (ClusterOrder), one after another
 )
 
-// Reorder returns v with its owned rows in the named order (OrderNone
-// returns v itself).
+// Reorder returns v with its owned rows in the named order, or v itself
+// where that order is the rows' own (OrderNone, or a rank too small for
+// OrderMETIS to cluster).
 func (v *View) Reorder(order string) (*View, error) {
+	var o []int32
 	switch order {
 	case OrderNone:
 		return v, nil
 	case OrderRCM:
-		return v.Permute(RCM(v.Adj, v.NumOwned))
+		o = RCM(v.Adj, v.NumOwned)
 	case OrderMETIS:
-		o, err := ClusterOrder(v.Adj, v.NumOwned, clusterRows)
-		if err != nil {
+		var err error
+		if o, err = ClusterOrder(v.Adj, v.NumOwned, clusterRows); err != nil {
 			return nil, err
 		}
-		return v.Permute(o)
+	default:
+		return nil, fmt.Errorf("order %q: expected %s, %s or %s", order, OrderNone, OrderRCM, OrderMETIS)
 	}
-	return nil, fmt.Errorf("order %q: expected %s, %s or %s", order, OrderNone, OrderRCM, OrderMETIS)
+	if isIdentity(o) {
+		return v, nil
+	}
+	return v.Permute(o)
+}
+
+func isIdentity(order []int32) bool {
+	for i, r := range order {
+		if int(r) != i {
+			return false
+		}
+	}
+	return true
 }
 
 // clusterRows is the size of the clusters OrderMETIS aims at (a variable so

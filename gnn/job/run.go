@@ -365,7 +365,10 @@ func (j *job) runLocal() error {
 		return err
 	}
 	if src.single != nil {
-		err = train(nil, src.single, s.ThreadsPerRank(1))
+		var v *gnn.View
+		if v, _, err = j.view(src, 0); err == nil {
+			err = train(nil, v, s.ThreadsPerRank(1))
+		}
 	} else {
 		// Every rank trains on its own goroutine; the first rank to fail
 		// (or panic) fails the group, so that its peers return from their

@@ -2,6 +2,7 @@ package job
 
 import (
 	"errors"
+	"math"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -179,6 +180,34 @@ func TestHostOnlyCompression(t *testing.T) {
 				t.Errorf("%s on %s: %v", c.name, device, err)
 			case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)):
 				t.Errorf("%s on %s: %v, want an error starting %q", c.name, device, err, want)
+			}
+		}
+	}
+}
+
+// TestReorderOneProcess: a run of one rank on the whole graph trains on
+// its rows in the --reorder order, as the ranks of a distributed run do:
+// rcm changes the floating-point order of the sums (the bits of the
+// losses) but not what they are.
+func TestReorderOneProcess(t *testing.T) {
+	data := genData(t)
+	run := func(ranks int, order string) []metrics.Epoch {
+		s := DefaultSpec()
+		s.Data, s.Ranks, s.Run.Epochs, s.Run.Hidden, s.Reorder = data, ranks, 3, 8, order
+		rec := &recorder{}
+		if err := Run(s, Env{Observer: rec}); err != nil {
+			t.Fatal(err)
+		}
+		return rec.epochs
+	}
+	for _, ranks := range []int{1, 2} {
+		none, rcm := run(ranks, gnn.OrderNone), run(ranks, gnn.OrderRCM)
+		if reflect.DeepEqual(none, rcm) {
+			t.Errorf("%d ranks: --reorder rcm trained to the same bits as --reorder none: the rows were not reordered", ranks)
+		}
+		for e := range none {
+			if d := math.Abs(none[e].Loss - rcm[e].Loss); d > 1e-5*none[e].Loss {
+				t.Errorf("%d ranks, epoch %d: loss %v in rcm order, %v as given: more than float order apart", ranks, e, rcm[e].Loss, none[e].Loss)
 			}
 		}
 	}
