@@ -133,7 +133,7 @@ fuzz: deps
 
 # The built-in default: a generated 50k-node graph trained by
 # `mpirun -np 4 gnn-spmd train` (four processes, METIS partition computed
-# by every rank), with the recommended compression (--codec quant: 2-bit
+# by every rank), with the recommended compression (--compress recommended: 2-bit
 # quantized halo rows on every layer), then with full communication, and
 # the two compared. As root Open MPI needs the two ALLOW_RUN_AS_ROOT
 # variables; with fewer cores than ranks, --oversubscribe and ranks that
@@ -145,7 +145,7 @@ $(DEMO_DATA):
 	$(BIN) gen --out $(DEMO_DATA) --nodes 50000 --classes 10 --degree 16 --homophily 0.7 --features 64 --snr 0.8 --seed 1
 demo: build
 	@$(MAKE) --no-print-directory $(DEMO_DATA)
-	$(DEMO_TRAIN) --codec quant --metrics bin/demo-quant.jsonl
+	$(DEMO_TRAIN) --compress recommended --metrics bin/demo-quant.jsonl
 	$(DEMO_TRAIN) --quiet --metrics bin/demo-full.jsonl
 	bin/gnn-results compare full=bin/demo-full.jsonl quant=bin/demo-quant.jsonl
 

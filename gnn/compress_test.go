@@ -5,10 +5,10 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/ogb"
 	"github.com/gnn-spmd/gnn-spmd/data/partition"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
@@ -36,7 +36,7 @@ func TestCompressionAtRateOneIsFullCommunication(t *testing.T) {
 	ds, split, parts, mc := compressedSetup(t)
 	want := runRanks(t, ds, split, parts, 4, mc, 8, nil)
 	for _, kind := range []string{"quant", "trunc"} {
-		got := runRanks(t, ds, split, parts, 4, mc, 8, func() CompressConfig {
+		got := runRanks(t, ds, split, parts, 4, mc, 8, func() compress.Plan {
 			return fixedRate(kind, 1)
 		})
 		for e := range want {
@@ -62,7 +62,7 @@ func TestCompressedTraining(t *testing.T) {
 	}{{1, false}, {4, false}, {8, false}, {4, true}} {
 		bits := tc.bits
 		t.Run(fmt.Sprintf("quant%d rawLast=%v", bits, tc.rawLast), func(t *testing.T) {
-			comp := func() CompressConfig {
+			comp := func() compress.Plan {
 				c := fixedRate("quant", 32/float64(bits))
 				c.RawLastLayer = tc.rawLast
 				return c
@@ -111,9 +111,9 @@ func TestAdaptiveTraining(t *testing.T) {
 	for _, mc := range []ModelConfig{sage, gat} {
 		t.Run(mc.Model, func(t *testing.T) {
 			full := runRanks(t, ds, split, parts, 4, mc, 40, nil)
-			comp := func() CompressConfig {
-				c := DefaultCompressConfig()
-				c.Codec, c.Schedule = "quant", "adaptive"
+			comp := func() compress.Plan {
+				c := fixedRate("quant", 1)
+				c.Schedule = compress.ScheduleAdaptive
 				return c
 			}
 			a := runRanks(t, ds, split, parts, 4, mc, 40, comp)
@@ -139,82 +139,6 @@ func TestAdaptiveTraining(t *testing.T) {
 	}
 }
 
-// TestAdaptiveRule drives the schedule with made-up measurements.
-func TestAdaptiveRule(t *testing.T) {
-	obs := func(s *Adaptive, rates []float64, errs []float64, grad, loss float64) []float64 {
-		s.Observe(&metrics.Epoch{Rates: rates, CompError: errs, GradNorm: grad, Loss: loss})
-		next := make([]float64, len(rates))
-		s.Rates(1, next)
-		return next
-	}
-	s := NewAdaptive(codec.KindQuant, 0.1, 128)
-	first := make([]float64, 3)
-	s.Rates(0, first)
-	if fmt.Sprint(first) != "[128 128 128]" {
-		t.Fatalf("first epoch rates %v, want RMax everywhere", first)
-	}
-	// 1 bit measured 0.5 and 0.05: bound 0.1 needs 0.5/(2^b-1) <= 0.1, b = 3
-	// for layer 0; layer 1 may stay at 1 bit; layer 2 (raw) is never measured.
-	r := obs(s, []float64{32, 32, 1}, []float64{0.5, 0.05, 0}, 10, 2)
-	if bits := []int{codec.QuantBitsForRate(r[0]), codec.QuantBitsForRate(r[1])}; bits[0] != 3 || bits[1] != 1 || r[2] != 1 {
-		t.Fatalf("rates %v (bits %v), want 3 and 1 bits and the unmeasured layer left as it was", r, bits)
-	}
-	// A loss spike that moves the gradient in proportion changes nothing.
-	if r2 := obs(s, r, []float64{0.5 / 7, 0.05, 0}, 100, 20); fmt.Sprint(r2) != fmt.Sprint(r) {
-		t.Fatalf("after a proportional spike rates %v, want %v", r2, r)
-	}
-	// The gradient falls 100x while the loss halves: the bound tightens
-	// and more bits follow, up to bf16 and then raw.
-	prev := r[0]
-	for i, g := range []float64{5, 1, 0.3, 0.1, 0.01, 1e-3, 1e-4, 1e-5, 1e-6, 1e-6, 1e-6} {
-		r = obs(s, r, []float64{0.5 / float64(int(1)<<codec.QuantBitsForRate(r[0])-1), 0.05, 0}, g, 1)
-		if r[0] > prev {
-			t.Fatalf("step %d: rate rose from %v to %v while the gradient fell", i, prev, r[0])
-		}
-		prev = r[0]
-	}
-	if r[0] != 1 {
-		t.Fatalf("with the bound far below bf16's error the rate is %v, want 1 (raw)", r[0])
-	}
-	// Every quant ladder rate selects the bit width it stands for.
-	for _, rate := range s.ladder() {
-		if b := codec.QuantBitsForRate(rate); rate != 1 && math.Abs(32/float64(b)-rate) > 1e-9 {
-			t.Errorf("ladder rate %v selects %d bits", rate, b)
-		}
-	}
-	// trunc, equal-energy model e(r) = e0 sqrt((1-1/r)/(1-1/r0)): from 0.5 at
-	// r0 = 128, bound 0.4 allows 1-1/r <= 0.64*127/128, r = 2 (e = 0.355).
-	tr := NewAdaptive(codec.KindTrunc, 0.4, 128)
-	if r = obs(tr, []float64{128, 1}, []float64{0.5, 0}, 1, 1); r[0] != 2 {
-		t.Fatalf("trunc chose rate %v, want 2", r[0])
-	}
-	if r = obs(tr, r, []float64{0.5, 0}, 0.5, 1); r[0] != 1 { // bound 0.2: e(2) = 0.5 > 0.2
-		t.Fatalf("trunc chose rate %v, want 1", r[0])
-	}
-	if err := ValidateSchedule(NewAdaptive(codec.KindNone, 1, 128)); err == nil {
-		t.Error("adaptive accepted codec none")
-	}
-	if err := ValidateSchedule(NewAdaptive(codec.KindQuant, 0, 128)); err == nil {
-		t.Error("adaptive accepted kappa 0")
-	}
-}
-
-// The recommended schedule: 2-bit quant on every layer and epoch; for
-// trunc the VARCO authors' ramp; nothing for no codec.
-func TestRecommendedSchedule(t *testing.T) {
-	for _, tc := range []struct{ codec, want string }{
-		{"quant", "fixed(r=16)"},
-		{"trunc", "varco(rmax=128,rmin=1.5,slope=5,T=80)"},
-		{"none", ""},
-	} {
-		c := DefaultCompressConfig()
-		c.Codec = tc.codec
-		if got := c.ScheduleName(80); got != tc.want {
-			t.Errorf("--codec %s alone: schedule %q, want %q", tc.codec, got, tc.want)
-		}
-	}
-}
-
 // TestResidualTraining: residual coding on real ranks repeats exactly,
 // reaches the rows with a small fraction of plain 2-bit quantization's
 // error at the same bytes, skips rows (fewer bytes) with a threshold, and
@@ -222,8 +146,8 @@ func TestRecommendedSchedule(t *testing.T) {
 func TestResidualTraining(t *testing.T) {
 	ds, split, parts, mc := compressedSetup(t)
 	const epochs = 30
-	run := func(residual string, skip, r float64) []metrics.Epoch {
-		return runRanks(t, ds, split, parts, 4, mc, epochs, func() CompressConfig {
+	run := func(residual compress.ResidualMode, skip, r float64) []metrics.Epoch {
+		return runRanks(t, ds, split, parts, 4, mc, epochs, func() compress.Plan {
 			c := fixedRate("quant", r)
 			c.Residual, c.ResidualSkip = residual, skip
 			return c
@@ -265,139 +189,6 @@ func TestResidualTraining(t *testing.T) {
 	}
 }
 
-// TestResidualSettings: the residual mode and threshold are checked, and
-// auto means the recommended setting's choice.
-func TestResidualSettings(t *testing.T) {
-	for _, tc := range []struct {
-		codec, schedule, residual string
-		skip                      float64
-		want                      string // "on", "off" or the error's start
-	}{
-		{"quant", "recommended", "auto", 0.05, "on"},
-		{"quant", "fixed", "auto", 0.05, "off"},
-		{"trunc", "recommended", "auto", 0.05, "off"},
-		{"quant", "varco", "on", 0, "on"},
-		{"none", "recommended", "on", 0, "residual: on needs a codec"},
-		{"quant", "fixed", "sometimes", 0, `residual: got "sometimes"`},
-		{"quant", "fixed", "on", 1, "residual-skip: got 1"},
-		{"quant", "fixed", "on", math.NaN(), "residual-skip: got NaN"},
-	} {
-		c := DefaultCompressConfig()
-		c.Codec, c.Schedule, c.Residual, c.ResidualSkip = tc.codec, tc.schedule, tc.residual, tc.skip
-		got := map[bool]string{true: "on", false: "off"}[c.ResidualOn()]
-		if err := c.Validate(10); err != nil {
-			got = err.Error()
-		}
-		if len(got) < len(tc.want) || got[:len(tc.want)] != tc.want {
-			t.Errorf("%+v: %q, want %q", tc, got, tc.want)
-		}
-	}
-	// The default threshold, as a checkpoint records it.
-	for schedule, want := range map[string]float64{"recommended": RecommendedResidualSkip, "fixed": 0} {
-		c := DefaultCompressConfig()
-		c.Codec, c.Schedule, c.Residual = "quant", schedule, "on"
-		if got := c.WithResidualResolved(true); got.ResidualSkip != want || got.Residual != "on" {
-			t.Errorf("schedule %s: threshold %v (%s), want %v", schedule, got.ResidualSkip, got.Residual, want)
-		}
-	}
-}
-
-// TestGradSkipSettings: the gradient skip threshold is checked, its
-// default is the recommended setting's on host memory and 0 elsewhere, and
-// it reaches the exchange whatever the residual mode.
-func TestGradSkipSettings(t *testing.T) {
-	for _, tc := range []struct {
-		codec, bwd, schedule, residual string
-		skip                           float64
-		want                           string // the threshold resolved, or the error's start
-	}{
-		{"quant", "", "recommended", "auto", -1, "0.1"},
-		{"quant", "", "fixed", "auto", -1, "0"},
-		{"quant", "", "fixed", "off", 0.3, "0.3"},
-		{"quant", "", "varco", "on", 0.3, "0.3"},
-		{"none", "", "recommended", "auto", -1, "0"},
-		{"quant", "", "fixed", "off", 1.5, "grad-skip: got 1.5"},
-		{"quant", "", "fixed", "off", math.NaN(), "grad-skip: got NaN"},
-		{"quant", "none", "fixed", "off", 0.1, "grad-skip: the gradients go raw"},
-		{"none", "", "fixed", "off", 0.1, "grad-skip: the gradients go raw"},
-	} {
-		c := DefaultCompressConfig()
-		c.Codec, c.CodecBwd, c.Schedule, c.Residual, c.GradSkip = tc.codec, tc.bwd, tc.schedule, tc.residual, tc.skip
-		got := ""
-		if err := c.Validate(10); err != nil {
-			got = err.Error()
-		} else {
-			resolved := c.WithResidualResolved(true)
-			got = fmt.Sprint(resolved.GradSkip)
-			fwd, _ := codec.ParseKind(c.Codec)
-			if r, _ := resolved.residual(fwd); float64(r.SkipGrad) != float64(float32(resolved.GradSkip)) {
-				t.Errorf("%+v: the exchange gets %v, the run records %v", tc, r.SkipGrad, resolved.GradSkip)
-			}
-		}
-		if len(got) < len(tc.want) || got[:len(tc.want)] != tc.want {
-			t.Errorf("%+v: %q, want %q", tc, got, tc.want)
-		}
-	}
-	// Not on a GPU, which cannot run it: the default resolves to 0 there.
-	c := DefaultCompressConfig()
-	c.Codec = "quant"
-	if got := c.WithResidualResolved(false).GradSkip; got != 0 {
-		t.Errorf("on a GPU the default threshold resolved to %v, want 0", got)
-	}
-}
-
-// TestGroupWidthSettings: the header-sharing width is checked, its default
-// is the recommended setting's on host memory and 0 elsewhere, and a
-// layer's codecs share headers where its rows are narrower.
-func TestGroupWidthSettings(t *testing.T) {
-	for _, tc := range []struct {
-		schedule string
-		width    int
-		want     string
-	}{
-		{"recommended", -1, "64"},
-		{"fixed", -1, "0"},
-		{"fixed", 32, "32"},
-		{"fixed", -2, "group-width: got -2"},
-		{"fixed", codec.MaxGroup + 1, "group-width: got 4097"},
-	} {
-		c := DefaultCompressConfig()
-		c.Codec, c.Schedule, c.Ratio, c.GroupWidth = "quant", tc.schedule, 16, tc.width
-		got := ""
-		if err := c.Validate(10); err != nil {
-			got = err.Error()
-		} else {
-			got = fmt.Sprint(c.WithResidualResolved(true).GroupWidth)
-		}
-		if len(got) < len(tc.want) || got[:len(tc.want)] != tc.want {
-			t.Errorf("%+v: %q, want %q", tc, got, tc.want)
-		}
-	}
-	c := DefaultCompressConfig()
-	c.Codec = "quant"
-	if got := c.WithResidualResolved(false).GroupWidth; got != 0 {
-		t.Errorf("on a GPU the default width resolved to %d, want 0", got)
-	}
-	for _, tc := range [][3]int{{64, 5, 13}, {64, 32, 2}, {64, 33, 2}, {64, 64, 1}, {64, 200, 1}, {0, 5, 1}, {64, 0, 1}} {
-		if got := GroupFor(tc[0], tc[1]); got != tc[2] {
-			t.Errorf("GroupFor(%d, %d) = %d, want %d", tc[0], tc[1], got, tc[2])
-		}
-	}
-	comp, err := c.build(10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwd, bwd, bits := make([]codec.Spec, 3), make([]codec.Spec, 3), make([]int, 3)
-	if err := comp.codecs([]float64{16, 16, 16}, []int{64, 32, 5}, fwd, bwd, bits); err != nil {
-		t.Fatal(err)
-	}
-	for l, g := range []int{1, 2, 13} {
-		if fwd[l].Group() != g || bwd[l].Group() != g {
-			t.Errorf("layer %d: %s forward, %s backward, want %d rows per header", l, fwd[l].Name(), bwd[l].Name(), g)
-		}
-	}
-}
-
 // TestEvalEvery: with the evaluation pass every 3 epochs (and at the
 // last), training is what it was with one every epoch, bit for bit; the
 // evaluated epochs measure the same accuracies and the others none, and
@@ -413,9 +204,9 @@ func TestEvalEvery(t *testing.T) {
 func testEvalEvery(t *testing.T, cacheInput bool) {
 	ds, split, parts, mc := compressedSetup(t)
 	const epochs = 8
-	comp := func() CompressConfig { // evaluated at full precision: a pass of its own
+	comp := func() compress.Plan { // evaluated at full precision: a pass of its own
 		c := fixedRate("quant", 16)
-		c.CacheInput, c.Eval = cacheInput, EvalExact
+		c.CacheInput, c.Eval = cacheInput, compress.EvalExact
 		return c
 	}
 	every := runRanks(t, ds, split, parts, 4, mc, epochs, comp)

@@ -1,6 +1,10 @@
 package gnn
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
+)
 
 // Config is everything that fixes the numbers of a training run on given
 // data: the architecture, the optimiser and the halo compression, as a
@@ -20,13 +24,15 @@ type Config struct {
 	Epochs          int
 	LR              float64
 	WeightDecay     float64
-	CompressConfig
+	// Compress is the halo compression (a preset, possibly edited).
+	Compress compress.Plan
 }
 
 // DefaultConfig follows the VARCO authors: 3-layer GraphSAGE-256, Adam
 // with lr 0.01, 300 epochs, no dropout, no compression.
 func DefaultConfig() Config {
-	return Config{Model: "sage", Layers: 3, Hidden: 256, Heads: 1, OutHeads: 1, Epochs: 300, LR: 0.01, CompressConfig: DefaultCompressConfig()}
+	return Config{Model: "sage", Layers: 3, Hidden: 256, Heads: 1, OutHeads: 1, Epochs: 300, LR: 0.01,
+		Compress: compress.MustPreset(compress.PresetNone)}
 }
 
 // ModelConfig is the architecture c describes.
@@ -58,13 +64,13 @@ func (c *Config) Validate() error {
 	}
 	// The input's cache would silently do nothing: say so instead.
 	switch {
-	case c.CacheInput && c.Dropout > 0:
+	case c.Compress.CacheInput && c.Dropout > 0:
 		return fmt.Errorf("cache-input: with --dropout %v the first layer's input changes every epoch; expected --dropout 0", c.Dropout)
-	case c.CacheInput && c.Model == "gat":
+	case c.Compress.CacheInput && c.Model == "gat":
 		return fmt.Errorf("cache-input: gat's first layer exchanges projected rows, not its input; expected --model sage or gcn")
 	}
 	if err := c.TrainConfig().Validate(); err != nil {
 		return err
 	}
-	return c.CompressConfig.Validate(c.Epochs)
+	return c.Compress.Validate(c.Epochs)
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
@@ -24,7 +25,7 @@ func TestConfirm(t *testing.T) {
 
 func testConfirm(t *testing.T, classes int) {
 	const q, epochs = 2, 10
-	run := func(eval string, epochs int) ([]*Trainer, []metrics.Epoch, metrics.Summary) {
+	run := func(eval compress.Eval, epochs int) ([]*Trainer, []metrics.Epoch, metrics.Summary) {
 		cfg := DefaultTrainConfig()
 		cfg.Epochs = epochs
 		trainers, comms := rankTrainersWith(t, q, cfg, 2, classes, coarse(eval))
@@ -39,9 +40,9 @@ func testConfirm(t *testing.T, classes int) {
 		}
 		return trainers, stats[0], sums[0]
 	}
-	_, exact, _ := run(EvalExact, epochs+1)
-	_, compressed, _ := run(EvalCompressed, epochs)
-	trainers, got, sum := run(EvalConfirm, epochs)
+	_, exact, _ := run(compress.EvalExact, epochs+1)
+	_, compressed, _ := run(compress.EvalCompressed, epochs)
+	trainers, got, sum := run(compress.EvalConfirm, epochs)
 
 	for e := range got {
 		g, c, x := got[e], compressed[e], exact[e]
@@ -97,7 +98,7 @@ func testConfirm(t *testing.T, classes int) {
 	// of the best epoch.
 	cfg := DefaultTrainConfig()
 	cfg.Epochs = epochs
-	resumed, comms := rankTrainersWith(t, q, cfg, 2, classes, coarse(EvalConfirm))
+	resumed, comms := rankTrainersWith(t, q, cfg, 2, classes, coarse(compress.EvalConfirm))
 	for r, tr := range resumed {
 		for i, p := range tr.Model.Params {
 			from := trainers[r].Model.Params[i]
@@ -133,8 +134,8 @@ func testConfirm(t *testing.T, classes int) {
 
 // coarse is 1-bit quantization without residual coding, whose error moves
 // the accuracies, in the given evaluation mode.
-func coarse(eval string) CompressConfig {
-	cc := DefaultCompressConfig()
-	cc.Codec, cc.Schedule, cc.Ratio, cc.Residual, cc.Eval = "quant", "fixed", 32, "off", eval
+func coarse(eval compress.Eval) compress.Plan {
+	cc := fixedRate("quant", 32)
+	cc.Eval = eval
 	return cc
 }

@@ -76,7 +76,7 @@ func meanTestAtBestVal(t *testing.T, dev kernels.Device, ds *data.Dataset, seeds
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := NewTrainer(m, cfg, DefaultCompressConfig(), nil, nil)
+		tr, err := NewTrainer(m, cfg, fullComm(), nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

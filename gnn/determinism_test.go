@@ -24,7 +24,7 @@ func trainSingle(t *testing.T, ds *data.Dataset, mc ModelConfig, dev kernels.Dev
 	}
 	cfg := DefaultTrainConfig()
 	cfg.Epochs = epochs
-	tr, err := NewTrainer(m, cfg, DefaultCompressConfig(), nil, nil)
+	tr, err := NewTrainer(m, cfg, fullComm(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,13 @@ import (
 	"testing"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/gen"
 	"github.com/gnn-spmd/gnn-spmd/data/ogb"
 	"github.com/gnn-spmd/gnn-spmd/data/partition"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
@@ -30,7 +32,7 @@ func runSingle(t *testing.T, ds *data.Dataset, split string, mc ModelConfig, epo
 	}
 	cfg := DefaultTrainConfig()
 	cfg.Epochs = epochs
-	tr, err := NewTrainer(m, cfg, DefaultCompressConfig(), nil, nil)
+	tr, err := NewTrainer(m, cfg, fullComm(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,11 +44,11 @@ func runSingle(t *testing.T, ds *data.Dataset, split string, mc ModelConfig, epo
 }
 
 // runRanks trains q ranks as goroutines over the given partition and returns
-// rank 0's epochs (every rank sees the same reduced metrics). With compress
+// rank 0's epochs (every rank sees the same reduced metrics). With plan
 // set, every rank compresses its halo exchanges with a policy of its own.
-func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() CompressConfig) []metrics.Epoch {
+func runRanks(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, plan func() compress.Plan) []metrics.Epoch {
 	t.Helper()
-	return runRanksWith(t, ds, split, parts, q, mc, epochs, compress, rankOptions{order: OrderNone})
+	return runRanksWith(t, ds, split, parts, q, mc, epochs, plan, rankOptions{order: OrderNone})
 }
 
 // rankOptions are the settings of runRanksWith beyond runRanks's.
@@ -58,7 +60,7 @@ type rankOptions struct {
 }
 
 // runRanksWith is runRanks with the given options.
-func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, compress func() CompressConfig, opt rankOptions) []metrics.Epoch {
+func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q int, mc ModelConfig, epochs int, plan func() compress.Plan, opt rankOptions) []metrics.Epoch {
 	t.Helper()
 	shards, err := partition.BuildShards(ds, split, parts, q)
 	if err != nil {
@@ -87,9 +89,9 @@ func runRanksWith(t *testing.T, ds *data.Dataset, split string, parts []int32, q
 		}
 		cfg := DefaultTrainConfig()
 		cfg.Epochs = epochs
-		cc := DefaultCompressConfig()
-		if compress != nil {
-			cc = compress()
+		cc := fullComm()
+		if plan != nil {
+			cc = plan()
 		}
 		if trainers[r], err = NewTrainer(m, cfg, cc, ex, HostReducer(comms[r])); err != nil {
 			t.Fatal(err)
@@ -248,10 +250,10 @@ func TestInputCachedOnce(t *testing.T) {
 			parts := partitionBy(t, ds, split, "random", 2)
 			rows := haloRows(t, ds, split, parts, 2)
 			w := int64(min(c.features, c.hidden))
-			cache := func() CompressConfig { cc := DefaultCompressConfig(); cc.CacheInput = true; return cc }
+			cache := func() compress.Plan { cc := fullComm(); cc.CacheInput = true; return cc }
 			for _, run := range []struct {
 				name   string
-				comp   func() CompressConfig
+				comp   func() compress.Plan
 				cached bool
 			}{{"default", nil, false}, {"cache-input", cache, c.cached}} {
 				got := runRanks(t, ds, split, parts, 2, mc, c.epochs, run.comp)
@@ -277,11 +279,18 @@ func TestInputCachedOnce(t *testing.T) {
 }
 
 // fixedRate compresses both directions with kind at the fixed rate r.
-func fixedRate(kind string, r float64) CompressConfig {
-	c := DefaultCompressConfig()
-	c.Codec, c.Schedule, c.Ratio = kind, "fixed", r
+func fixedRate(kind string, r float64) compress.Plan {
+	c := fullComm()
+	k, err := codec.ParseKind(kind)
+	if err != nil {
+		panic(err)
+	}
+	c.Fwd, c.Bwd, c.Schedule, c.Ratio = k, k, compress.ScheduleFixed, r
 	return c
 }
+
+// fullComm is the plan of full communication.
+func fullComm() compress.Plan { return compress.MustPreset(compress.PresetNone) }
 
 // closeLoss is the acceptance tolerance: 1e-4, relative above 1.
 func closeLoss(a, b float64) bool {

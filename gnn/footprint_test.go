@@ -70,7 +70,7 @@ func TestFootprint(t *testing.T) {
 			}
 			cfg := DefaultTrainConfig()
 			cfg.Epochs = 2
-			cc := DefaultCompressConfig()
+			cc := fullComm()
 			cc.CacheInput = c.cache
 			if trainers[r], err = NewTrainer(m, cfg, cc, x, HostReducer(comms[r])); err != nil {
 				t.Fatal(err)

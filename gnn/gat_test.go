@@ -91,7 +91,7 @@ func TestGATRecomputeSameBits(t *testing.T) {
 		}
 		cfg := DefaultTrainConfig()
 		cfg.Epochs = 10
-		tr, err := NewTrainer(m, cfg, DefaultCompressConfig(), nil, nil)
+		tr, err := NewTrainer(m, cfg, fullComm(), nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

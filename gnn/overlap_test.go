@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gnn-spmd/gnn-spmd/data/partition"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
@@ -20,7 +21,7 @@ func TestOverlapBitIdentical(t *testing.T) {
 		mc.Dropout = dropout
 		for _, model := range []string{"sage", "gcn"} {
 			mc.Model = model
-			for _, comp := range []func() CompressConfig{nil, func() CompressConfig {
+			for _, comp := range []func() compress.Plan{nil, func() compress.Plan {
 				return fixedRate("quant", 8)
 			}} {
 				plain := runRanksWith(t, ds, split, parts, 4, mc, 6, comp, rankOptions{order: OrderNone})

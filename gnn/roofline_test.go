@@ -39,7 +39,7 @@ func BenchmarkEpochRoofline(b *testing.B) {
 	cfg := DefaultTrainConfig()
 	epochs := 1 + b.N // one to warm up
 	cfg.Epochs = epochs
-	tr, err := NewTrainer(m, cfg, DefaultCompressConfig(), nil, nil)
+	tr, err := NewTrainer(m, cfg, fullComm(), nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
 	"github.com/gnn-spmd/gnn-spmd/data/gen"
 	"github.com/gnn-spmd/gnn-spmd/data/partition"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
@@ -17,12 +18,12 @@ import (
 // rankTrainers builds q goroutine-rank trainers of a small generated graph.
 func rankTrainers(t *testing.T, q int, cfg TrainConfig, layers int) ([]*Trainer, []*comm.Local) {
 	t.Helper()
-	return rankTrainersWith(t, q, cfg, layers, 4, DefaultCompressConfig())
+	return rankTrainersWith(t, q, cfg, layers, 4, fullComm())
 }
 
 // rankTrainersWith is rankTrainers for a graph of the given classes and
 // with the given compression.
-func rankTrainersWith(t *testing.T, q int, cfg TrainConfig, layers, classes int, cc CompressConfig) ([]*Trainer, []*comm.Local) {
+func rankTrainersWith(t *testing.T, q int, cfg TrainConfig, layers, classes int, cc compress.Plan) ([]*Trainer, []*comm.Local) {
 	t.Helper()
 	ds, err := gen.Generate(gen.Options{Nodes: 2000, Classes: classes, AvgDegree: 20, Homophily: 0.7, Features: 16, SNR: 1, Seed: 3})
 	if err != nil {

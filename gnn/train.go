@@ -8,6 +8,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/comm"
 	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
@@ -48,9 +49,11 @@ type Trainer struct {
 	// one rank.
 	Halo   halo.Exchanger
 	Reduce Reducer
-	// comp is the halo compression, nil for none.
-	comp *compression
-	step int
+	// plan is the halo compression; schedule its rates, nil without
+	// compression.
+	plan     compress.Plan
+	schedule compress.Schedule
+	step     int
 	// next is the first epoch Run trains and past the summary of the
 	// epochs before it (both set by Resume).
 	next int
@@ -78,7 +81,7 @@ type Trainer struct {
 	// resumeInput that of the training's (cacheInput) in a resumed run.
 	evalOnce, resumeInput int64
 	// cacheInput: a distributed run whose first layer's input crosses once
-	// (Model.CacheInput, CompressConfig.CacheInput), not every epoch.
+	// (Model.CacheInput, compress.Plan.CacheInput), not every epoch.
 	cacheInput bool
 	// confirm keeps the best epochs' parameters of an EvalConfirm run; nil
 	// for the other modes and full communication.
@@ -116,21 +119,20 @@ func newSums(layers int, binary bool) *sums {
 
 // NewTrainer checks the settings and ties a model to its communication
 // (x and r nil for a run of one rank).
-func NewTrainer(m *Model, cfg TrainConfig, cc CompressConfig, x halo.Exchanger, r Reducer) (*Trainer, error) {
+func NewTrainer(m *Model, cfg TrainConfig, plan compress.Plan, x halo.Exchanger, r Reducer) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	comp, err := cc.build(cfg.Epochs)
-	if err != nil {
+	if err := plan.Validate(cfg.Epochs); err != nil {
 		return nil, err
 	}
 	if m.view.GlobalTrain == 0 {
 		return nil, fmt.Errorf("the split has no training nodes")
 	}
 	layers := m.Config.Layers
-	t := &Trainer{Model: m, Config: cfg, Halo: x, Reduce: r, comp: comp,
+	t := &Trainer{Model: m, Config: cfg, Halo: x, Reduce: r, plan: plan,
 		sums: newSums(layers, m.Config.Classes == 2), past: metrics.NewSummary(),
-		metricsOp: comm.Op{Name: "metrics all-reduce"}, cacheInput: x != nil && cc.CacheInput,
+		metricsOp: comm.Op{Name: "metrics all-reduce"}, cacheInput: x != nil && plan.CacheInput,
 		fwd: make([]codec.Spec, layers), bwd: make([]codec.Spec, layers), raw: make([]codec.Spec, layers)}
 	if m.grads != nil {
 		t.gradOps = []comm.Op{{Name: "gradient all-reduce"}}
@@ -142,7 +144,10 @@ func NewTrainer(m *Model, cfg TrainConfig, cc CompressConfig, x halo.Exchanger, 
 	if err := t.setResidual(true); err != nil {
 		return nil, fmt.Errorf("residual: %w", err)
 	}
-	if comp != nil && comp.eval == EvalConfirm {
+	if plan.Enabled() {
+		t.schedule = plan.NewSchedule(cfg.Epochs)
+	}
+	if plan.Confirms() {
 		t.confirm = newConfirmation(m)
 	}
 	return t, nil
@@ -151,10 +156,10 @@ func NewTrainer(m *Model, cfg TrainConfig, cc CompressConfig, x halo.Exchanger, 
 // setResidual turns the run's residual coding on (training passes) or off
 // (evaluation passes, which are not part of the stream it codes).
 func (t *Trainer) setResidual(on bool) error {
-	if t.Halo == nil || t.comp == nil || !t.comp.residual.Any() {
+	r := t.plan.HaloResidual()
+	if t.Halo == nil || !r.Any() {
 		return nil
 	}
-	r := t.comp.residual
 	if !on {
 		r = halo.Residual{}
 	}
@@ -166,20 +171,9 @@ func (t *Trainer) Step() int { return t.step }
 
 // Adaptive is the run's closed-loop schedule, nil for the others (whose
 // rates depend on the epoch alone): its state is part of a checkpoint.
-func (t *Trainer) Adaptive() *Adaptive {
-	if t.comp == nil {
-		return nil
-	}
-	a, _ := t.comp.schedule.(*Adaptive)
+func (t *Trainer) Adaptive() *compress.Adaptive {
+	a, _ := t.schedule.(*compress.Adaptive)
 	return a
-}
-
-// ScheduleName describes the compression schedule ("" without compression).
-func (t *Trainer) ScheduleName() string {
-	if t.comp == nil {
-		return ""
-	}
-	return t.comp.schedule.Name()
 }
 
 // Resume makes Run continue a run whose epochs in history are done: the
@@ -231,12 +225,12 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 	if err != nil {
 		return metrics.Epoch{}, err
 	}
-	if c := t.comp; c != nil {
-		c.schedule.Rates(epoch, st.Rates)
+	if t.schedule != nil {
+		t.schedule.Rates(epoch, st.Rates)
 		if m.inputCached {
 			st.Rates[0] = 1 // what the layer reads crossed raw, once
 		}
-		if err := c.codecs(st.Rates, m.ExchangeWidths(), t.fwd, t.bwd, st.Bits); err != nil {
+		if err := t.plan.Codecs(st.Rates, m.ExchangeWidths(), t.fwd, t.bwd, st.Bits); err != nil {
 			return metrics.Epoch{}, err
 		}
 		if t.Halo != nil {
@@ -244,13 +238,13 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 		}
 	}
 	fwdCodecs, bwdCodecs := t.raw, t.raw
-	if t.comp != nil {
+	if t.schedule != nil {
 		fwdCodecs, bwdCodecs = t.fwd, t.bwd
 	}
 	// An evaluation pass exchanges raw rows under full communication and,
 	// in compressed runs, only under EvalExact, which needs one every epoch.
-	rawEval := t.comp == nil || t.comp.eval == EvalExact
-	separateEval := m.Config.Dropout > 0 || m.Config.AttnDropout > 0 || (t.comp != nil && rawEval)
+	rawEval := !t.plan.Enabled() || t.plan.Eval == compress.EvalExact
+	separateEval := m.Config.Dropout > 0 || m.Config.AttnDropout > 0 || t.plan.ExactEval()
 	evaluate := !separateEval || t.evaluates(epoch)
 	// Without dropout both passes see the same input and weights: the
 	// training pass takes the first layer's self term from the evaluation
@@ -387,10 +381,8 @@ func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
 		}
 		dev.Adam(p.w, p.g, p.m, p.v, t.step, c.LR, c.Beta1, c.Beta2, c.Eps, wd)
 	}
-	if t.comp != nil {
-		if o, ok := t.comp.schedule.(Observer); ok {
-			o.Observe(&st)
-		}
+	if o, ok := t.schedule.(compress.Observer); ok {
+		o.Observe(&st)
 	}
 	st.Seconds = time.Since(start).Seconds()
 	st.Derive(bytesBefore)

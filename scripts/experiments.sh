@@ -64,9 +64,9 @@ method_args() {
     *-cache) echo "$(method_args "${1%-cache}") --cache-input" ;; # the input sent once
     full) echo "" ;;
     nocomm) echo "--no-comm" ;;
-    recommended-quant) echo "--codec quant" ;;
-    recommended-quant-gs*) echo "--codec quant --group-width 0 --grad-skip ${1#recommended-quant-gs}" ;;
-    recommended-quant-gw*) echo "--codec quant --group-width ${1#recommended-quant-gw}" ;;
+    recommended-quant) echo "--compress recommended" ;;
+    recommended-quant-gs*) echo "--compress recommended --group-width 0 --grad-skip ${1#recommended-quant-gs}" ;;
+    recommended-quant-gw*) echo "--compress recommended --group-width ${1#recommended-quant-gw}" ;;
     fixed*-*) local r=${1#fixed}; echo "--codec ${r#*-} --schedule fixed --ratio ${r%-*}" ;;
     varco-quant) echo "--codec quant --schedule varco --ratio-min $VARCO_RMIN_QUANT" ;;
     varco-trunc) echo "--codec trunc --schedule varco" ;;

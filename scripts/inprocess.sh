@@ -9,7 +9,7 @@
 #   [ROUNDS=6] [EPOCHS=30] [OUT=results-inprocess] scripts/inprocess.sh
 #
 #   full         full communication; its evaluation reads the training pass
-#   quant        --codec quant (the recommended setting): accuracies from
+#   quant        --compress recommended: accuracies from
 #                the training pass, under compression, and two passes at
 #                full precision after the last epoch (--eval confirm, the
 #                default), which count in the run's seconds, not its epochs'
@@ -32,10 +32,10 @@ modes=(full quant quant-exact full-cache quant-cache)
 mode_args() {
   case $1 in
     full) echo "" ;;
-    quant) echo "--codec quant" ;;
-    quant-exact) echo "--codec quant --eval exact" ;;
+    quant) echo "--compress recommended" ;;
+    quant-exact) echo "--compress recommended --eval exact" ;;
     full-cache) echo "--cache-input" ;;
-    quant-cache) echo "--codec quant --cache-input" ;;
+    quant-cache) echo "--compress recommended --cache-input" ;;
   esac
 }
 for r in $(seq 1 "$ROUNDS"); do

@@ -80,7 +80,7 @@ method_args() {
     # confirm the best epoch's at full precision after the last; --eval
     # exact would add a raw evaluation pass every epoch whose bytes (56 MB
     # here) exceed the compressed training's.
-    recommended-quant) echo "--codec quant" ;;
+    recommended-quant) echo "--compress recommended" ;;
     fixed4-quant) echo "--codec quant --schedule fixed --ratio 4" ;;
     fixed8-quant) echo "--codec quant --schedule fixed --ratio 8 --residual off" ;;
     varco-quant) echo "--codec quant --schedule varco --ratio-min 8" ;;

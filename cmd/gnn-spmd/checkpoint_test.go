@@ -124,10 +124,10 @@ func TestCheckpointResume(t *testing.T) {
 		{"quant-varco", []string{"--codec", "quant", "--schedule", "varco"}},
 		{"quant-adaptive", []string{"--codec", "quant", "--schedule", "adaptive"}},
 		// The recommended setting: residual coding, rows skipped.
-		{"quant-residual", []string{"--codec", "quant"}},
+		{"quant-residual", []string{"--compress", "recommended"}},
 		{"quant-varco-residual", []string{"--codec", "quant", "--schedule", "varco", "--residual", "on", "--residual-skip", "0"}},
 		// The input crosses once, and again in a resumed run.
-		{"quant-residual-cache-input", []string{"--codec", "quant", "--cache-input"}},
+		{"quant-residual-cache-input", []string{"--compress", "recommended", "--cache-input"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -245,7 +245,7 @@ func TestResumeRefused(t *testing.T) {
 		{[]string{"--ranks", "3"}, "c.h5: ranks: checkpoint has 2, this run 3"},
 		{[]string{"--epochs", "6"}, "c.h5: epochs: checkpoint has 4, this run 6"},
 		{[]string{"--partition-seed", "1"}, "c.h5: partition_seed: checkpoint has 0, this run 1"},
-		{[]string{"--codec", "quant"}, "c.h5: codec: checkpoint has none, this run quant"},
+		{[]string{"--compress", "recommended"}, "c.h5: codec: checkpoint has none, this run quant"},
 	} {
 		metrics := filepath.Join(t.TempDir(), "m.jsonl")
 		code, _, stderr := runCLI(append(append(args, "--resume", ck, "--metrics", metrics), c.extra...)...)
@@ -475,7 +475,7 @@ func TestExportBest(t *testing.T) {
 	dir := t.TempDir()
 	g := genGraph(t, dir, "3")
 	ck, npz := filepath.Join(dir, "c.h5"), filepath.Join(dir, "best.npz")
-	if code, _, stderr := runCLI("train", "--data", g, "--ranks", "2", "--epochs", "6", "--hidden", "8", "--quiet", "--codec", "quant", "--checkpoint", ck); code != 0 {
+	if code, _, stderr := runCLI("train", "--data", g, "--ranks", "2", "--epochs", "6", "--hidden", "8", "--quiet", "--compress", "recommended", "--checkpoint", ck); code != 0 {
 		t.Fatalf("train: %s", stderr)
 	}
 	if code, _, stderr := runCLI("export", "--checkpoint", ck, "--params", "best", "--out", npz); code != 0 {

@@ -4,12 +4,7 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
 
 	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
 )
@@ -22,9 +17,6 @@ var commands = []cli.Command{
 	{Name: "export", Summary: "export a checkpoint's parameters for other tools (NumPy .npz)", Run: runExport},
 	{Name: "convert", Summary: "convert an OGB-layout directory into one .h5 dataset file", Run: runConvert},
 	{Name: "devices", Summary: "the GPUs and the CUDA libraries (cuBLAS, NCCL) this binary finds, and where", Run: runDevices},
-	{Name: "plot", Summary: "(gnn-results plot) plot accuracy against bytes and epochs, and rates", Run: results("plot")},
-	{Name: "compare", Summary: "(gnn-results compare) accuracy, halo bytes and time to accuracy of runs", Run: results("compare")},
-	{Name: "report", Summary: "(gnn-results report) the Markdown results report of a results directory", Run: results("report")},
 }
 
 func main() { cli.Run("gnn-spmd", commands) }
@@ -36,46 +28,4 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func newFlags(name, synopsis string, stderr io.Writer) *cli.FlagSet {
 	return cli.NewFlags("gnn-spmd", name, synopsis, stderr)
-}
-
-// results hands an analysis command to gnn-results, the binary beside this
-// one (or on PATH), so that the training binary links no plotting code.
-func results(command string) func(args []string, stdout, stderr io.Writer) error {
-	return func(args []string, stdout, stderr io.Writer) error {
-		bin := "gnn-results"
-		if self, err := os.Executable(); err == nil {
-			if beside := filepath.Join(filepath.Dir(self), bin); isFile(beside) {
-				bin = beside
-			}
-		}
-		path, err := exec.LookPath(bin)
-		if err != nil {
-			return fmt.Errorf("%s: moved to gnn-results %s, which is not beside this binary nor on PATH (make build writes bin/gnn-results)", command, command)
-		}
-		if stdout == os.Stdout && stderr == os.Stderr {
-			return syscall.Exec(path, append([]string{path, command}, args...), os.Environ())
-		}
-		c := exec.Command(path, append([]string{command}, args...)...)
-		c.Stdout, c.Stderr = stdout, stderr
-		if err := c.Run(); err != nil {
-			if ee, ok := err.(*exec.ExitError); ok {
-				return &exitAfterOutput{ee.ExitCode()}
-			}
-			return err
-		}
-		return nil
-	}
-}
-
-// exitAfterOutput ends with the exit code of a command whose own output
-// said why.
-type exitAfterOutput struct{ code int }
-
-func (e *exitAfterOutput) Error() string  { return fmt.Sprintf("exit %d", e.code) }
-func (e *exitAfterOutput) ExitCode() int  { return e.code }
-func (e *exitAfterOutput) Reported() bool { return true }
-
-func isFile(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.Mode().IsRegular()
 }

@@ -5,12 +5,15 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"flag"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 	"github.com/gnn-spmd/gnn-spmd/gnn/job"
 )
 
@@ -229,7 +232,9 @@ func TestUsageErrors(t *testing.T) {
 		{"train", "--data", "x.h5", "--cache-input", "--dropout", "0.5"},
 		{"train", "--data", "x.h5", "--cache-input", "--model", "gat"},
 		{"train", "--data", "x.h5", "--codec", "quant", "--eval", "best"},
-		{"train", "--data", "x.h5", "--codec", "quant", "--eval", "exact", "--eval-compressed"},
+		{"train", "--data", "x.h5", "--codec", "quant"},
+		{"train", "--data", "x.h5", "--compress", "best"},
+		{"train", "--data", "x.h5", "--compress", "authors", "--ratio", "8"},
 		{"gen", "--out", "x.h5", "--homophily", "1.5"},
 	} {
 		code, _, stderr := runCLI(args...)
@@ -240,6 +245,29 @@ func TestUsageErrors(t *testing.T) {
 	if code, _, stderr := runCLI("train", "--help"); code != 0 || !strings.Contains(stderr, "--weight-decay") {
 		t.Errorf("train --help: exit %d, output %q", code, stderr)
 	}
+}
+
+// TestTrainHelp: train --help lists the essentials in their sections on one
+// screen, --help-all every flag, and every flag has a section.
+func TestTrainHelp(t *testing.T) {
+	if missing := newTrainFlags(io.Discard).fs.Unsectioned(); len(missing) > 0 {
+		t.Errorf("flags in no section of --help: %v", missing)
+	}
+	_, _, short := runCLI("train", "--help")
+	code, _, all := runCLI("train", "--help-all")
+	if lines := strings.Count(short, "\n"); code != 0 || lines > 40 {
+		t.Errorf("train --help: %d lines, --help-all exit %d:\n%s", lines, code, short)
+	}
+	for _, f := range []string{"--data", "--model", "--epochs", "--ranks", "--compress", "--metrics", "--checkpoint"} {
+		if !strings.Contains(short, f+" ") {
+			t.Errorf("train --help lacks %s", f)
+		}
+	}
+	newTrainFlags(io.Discard).fs.VisitAll(func(f *flag.Flag) {
+		if f.Name != "help-all" && !strings.Contains(all, "--"+f.Name+" ") {
+			t.Errorf("train --help-all lacks --%s", f.Name)
+		}
+	})
 }
 
 // TestNoComm: the no-communication baseline trains on the parts' own edges
@@ -269,121 +297,63 @@ func TestNoComm(t *testing.T) {
 	}
 }
 
-// TestCompressedRunMetrics: a compressed 4-rank run reports per-layer rates,
-// bits, errors and the gradient norm on every line and its rates on stdout;
-// a two-class task adds ROC AUC; plot (handed to gnn-results, here built
-// onto PATH) draws the file.
-func TestCompressedRunMetrics(t *testing.T) {
-	dir := t.TempDir()
-	g := filepath.Join(dir, "g.h5")
-	if code, _, stderr := runCLI("gen", "--out", g, "--nodes", "3000", "--classes", "2", "--features", "8", "--seed", "4"); code != 0 {
-		t.Fatalf("gen: %s", stderr)
+// TestCompressFlags: a preset with the expert flags given each replacing
+// one field, whatever their order; --codec sets both directions unless
+// --codec-bwd is given; a schedule's knob given for another schedule is
+// refused; and through the command the recommended preset trains 2-bit on
+// every layer.
+func TestCompressFlags(t *testing.T) {
+	plan := func(args ...string) (compress.Plan, error) {
+		fs := flag.NewFlagSet("train", flag.ContinueOnError)
+		var cf compressFlags
+		cf.register(fs)
+		if err := fs.Parse(args); err != nil {
+			return compress.Plan{}, err
+		}
+		return cf.plan()
 	}
-	for _, sched := range []string{"varco", "adaptive"} {
-		metrics := filepath.Join(dir, sched+".jsonl")
-		// adaptive keeps the last layer raw and sends the first layer's
-		// input every epoch, compressed; varco compresses the last layer
-		// too and reads the first layer's input cached, raw (--cache-input).
-		args := []string{"train", "--data", g, "--ranks", "4", "--epochs", "6", "--hidden", "8",
-			"--codec", "quant", "--schedule", sched, "--metrics", metrics}
-		rawLast := sched == "adaptive"
-		if rawLast {
-			args = append(args, "--raw-last-layer")
-		} else {
-			args = append(args, "--cache-input")
-		}
-		code, stdout, stderr := runCLI(args...)
-		if code != 0 {
-			t.Fatalf("%s: %s", sched, stderr)
-		}
-		rates := "  rate 1/128/128  "
-		if rawLast {
-			rates = "  rate 128/128/1  "
-		}
-		if !strings.Contains(stdout, rates) || !strings.Contains(stdout, "auc val ") {
-			t.Errorf("%s: epoch lines lack the rates or the AUC:\n%s", sched, stdout)
-		}
-		b, err := os.ReadFile(metrics)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		for i, l := range lines[:len(lines)-1] {
-			var m struct {
-				Ratio     []float64 `json:"ratio"`
-				Bits      []int     `json:"bits"`
-				CompError []float64 `json:"comp_error"`
-				GradNorm  *float64  `json:"grad_norm"`
-				ValAUC    *float64  `json:"val_auc"`
-				TestAUC   *float64  `json:"test_auc"`
-			}
-			if err := json.Unmarshal([]byte(l), &m); err != nil {
-				t.Fatal(err)
-			}
-			if len(m.Ratio) != 3 || len(m.Bits) != 3 || len(m.CompError) != 3 || m.GradNorm == nil || m.ValAUC == nil || m.TestAUC == nil {
-				t.Fatalf("%s line %d lacks per-layer rates, bits, errors, grad_norm or AUC: %s", sched, i+1, l)
-			}
-			if rawLast && (m.Ratio[2] != 1 || m.Bits[2] != 32 || m.CompError[0] <= 0) || !rawLast && (m.CompError[2] <= 0 || m.Ratio[0] != 1 || m.Bits[0] != 32 || m.CompError[0] != 0) {
-				t.Errorf("%s line %d: the last layer must be raw with --raw-last-layer, else lossy, and layer 0 raw with --cache-input, else lossy: %s", sched, i+1, l)
-			}
-		}
-		if !strings.Contains(lines[len(lines)-1], `"test_at_best_val_auc"`) {
-			t.Errorf("%s: summary lacks test_at_best_val_auc: %s", sched, lines[len(lines)-1])
+	rec := compress.MustPreset(compress.PresetRecommended)
+	for _, tc := range []struct {
+		args []string
+		edit func(p *compress.Plan)
+	}{
+		{[]string{"--compress", "recommended"}, func(p *compress.Plan) {}},
+		{[]string{"--grad-skip", "0", "--compress", "recommended"}, func(p *compress.Plan) { p.GradSkip = 0 }},
+		{[]string{"--compress", "recommended", "--codec-bwd", "trunc", "--bits-bwd", "0"}, func(p *compress.Plan) { p.Bwd, p.BitsBwd = codec.KindTrunc, 0 }},
+		{[]string{"--compress", "recommended", "--schedule", "varco", "--ratio-min", "4"}, func(p *compress.Plan) { p.Schedule, p.RatioMin = compress.ScheduleVarco, 4 }},
+		{[]string{"--codec", "trunc", "--ratio", "8"}, func(p *compress.Plan) {
+			*p = compress.MustPreset(compress.PresetNone)
+			p.Fwd, p.Bwd, p.Ratio = codec.KindTrunc, codec.KindTrunc, 8
+		}},
+	} {
+		want := rec
+		tc.edit(&want)
+		got, err := plan(tc.args...)
+		if err != nil || got != want {
+			t.Errorf("%v: %+v, %v; want %+v", tc.args, got, err, want)
 		}
 	}
-	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", bin, "../gnn-results").CombinedOutput(); err != nil {
-		t.Fatalf("building gnn-results: %v\n%s", err, out)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	prefix := filepath.Join(dir, "fig")
-	if code, _, stderr := runCLI("plot", "--out", prefix, "varco="+filepath.Join(dir, "varco.jsonl"), "adaptive="+filepath.Join(dir, "adaptive.jsonl")); code != 0 {
-		t.Fatalf("plot: %s", stderr)
-	}
-	if _, err := os.Stat(prefix + "-acc-bytes.png"); err != nil {
-		t.Error(err)
-	}
-	if code, _, stderr := runCLI("train", "--data", g, "--schedule", "nosuch", "--codec", "quant"); code != job.ExitBadInput || !strings.Contains(stderr, "adaptive") {
-		t.Errorf("unknown schedule: exit %d, %q", code, stderr)
-	}
-}
-
-// The schedule a run gets from its rate flags when --schedule is not given.
-func TestImpliedSchedule(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{nil, "recommended"},
-		{[]string{"--ratio", "8"}, "fixed"},
-		{[]string{"--ratio-min", "4"}, "varco"},
-		{[]string{"--slope", "2"}, "varco"},
-		{[]string{"--ratio-max", "64"}, "varco"},
-		{[]string{"--kappa", "1"}, "adaptive"},
-		{[]string{"--schedule", "varco", "--ratio", "8"}, "varco"},
+		{[]string{"--compress", "authors", "--ratio", "8"}, "train: --ratio applies to --schedule fixed; the schedule is varco (--compress authors)"},
+		{[]string{"--codec", "quant", "--kappa", "1"}, "train: --kappa applies to --schedule adaptive; the schedule is fixed (--compress none)"},
+		{[]string{"--compress", "recommended", "--schedule", "adaptive", "--ratio-min", "2"}, "train: --ratio-min applies to --schedule varco; the schedule is adaptive (--schedule)"},
+		{[]string{"--codec", "quant"}, "train: --codec quant at rate 1 sends every row raw"},
+		{[]string{"--compress", "fast"}, `train: --compress: got "fast", expected none, recommended, authors`},
 	} {
-		fs := flag.NewFlagSet("train", flag.ContinueOnError)
-		schedule := fs.String("schedule", "recommended", "")
-		fs.Float64("ratio", 1, "")
-		fs.Float64("ratio-min", 1.5, "")
-		fs.Float64("ratio-max", 128, "")
-		fs.Float64("slope", 5, "")
-		fs.Float64("kappa", 2, "")
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
-		if got := impliedSchedule(fs, *schedule); got != tc.want {
-			t.Errorf("%v: schedule %s, want %s", tc.args, got, tc.want)
+		if _, err := plan(tc.args...); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
 	}
-	// and through the command: --codec quant alone trains 2-bit on every layer
 	dir := t.TempDir()
 	g := filepath.Join(dir, "g.h5")
 	if code, _, stderr := runCLI("gen", "--out", g, "--nodes", "300", "--features", "8", "--seed", "2"); code != 0 {
 		t.Fatalf("gen: %s", stderr)
 	}
-	code, stdout, stderr := runCLI("train", "--data", g, "--ranks", "2", "--epochs", "2", "--hidden", "8", "--codec", "quant")
+	code, stdout, stderr := runCLI("train", "--data", g, "--ranks", "2", "--epochs", "2", "--hidden", "8", "--compress", "recommended")
 	if code != 0 || !strings.Contains(stdout, "schedule fixed(r=16)") || !strings.Contains(stdout, "rate 16/16/16") {
-		t.Errorf("--codec quant alone: exit %d\n%s%s", code, stdout, stderr)
+		t.Errorf("--compress recommended: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -214,7 +214,7 @@ func TestMPICompressedEqualsGoroutines(t *testing.T) {
 	if code, _, stderr := runCLI("gen", "--out", g, "--nodes", "3000", "--classes", "4", "--features", "16", "--seed", "5"); code != 0 {
 		t.Fatalf("gen: %s", stderr)
 	}
-	common := []string{"train", "--data", g, "--epochs", "8", "--hidden", "16", "--codec", "quant", "--partition", "random", "--quiet"}
+	common := []string{"train", "--data", g, "--epochs", "8", "--hidden", "16", "--compress", "recommended", "--partition", "random", "--quiet"}
 	ref := filepath.Join(dir, "ref.jsonl")
 	if code, _, stderr := runCLI(append(common, "--ranks", "4", "--metrics", ref)...); code != 0 {
 		t.Fatalf("--ranks 4: %s", stderr)

@@ -47,7 +47,7 @@ func TestMPMDMismatch(t *testing.T) {
 		{"model", []string{"--data", d}, []string{"--data", d, "--model", "gcn"}, "rank 2: --model is gcn, rank 0 has sage"},
 		{"epochs", []string{"--data", d}, []string{"--data", d, "--epochs", "7"}, "rank 2: --epochs is 7, rank 0 has 5"},
 		{"hidden", []string{"--data", d}, []string{"--data", d, "--hidden", "16"}, "rank 2: --hidden is 16, rank 0 has 8"},
-		{"codec", []string{"--data", d}, []string{"--data", d, "--codec", "quant"}, "rank 2: --codec is quant, rank 0 has none"},
+		{"codec", []string{"--data", d}, []string{"--data", d, "--compress", "recommended"}, "rank 2: --codec is quant, rank 0 has none"},
 		{"parts", []string{"--parts", p1}, []string{"--parts", p2}, "rank 2: the partition method (--partition or --parts) is random, rank 0 has metis"},
 		{"data", []string{"--data", d}, []string{"--data", d2}, "rank 2: the dataset fingerprint (--data or --parts) is "},
 		{"missing data", []string{"--data", d}, []string{"--data", filepath.Join(dir, "none.h5")}, "rank 2: " + filepath.Join(dir, "none.h5") + ": "},

@@ -50,7 +50,7 @@ func sweepFiles(t *testing.T, dir string) {
 	for _, args := range [][]string{
 		{"gen", "--out", filepath.Join(dir, "d.h5"), "--nodes", "50", "--features", "4", "--seed", "1"},
 		{"partition", "--data", filepath.Join(dir, "d.h5"), "--parts", "2", "--out", filepath.Join(dir, "parts")},
-		{"train", "--data", filepath.Join(dir, "d.h5"), "--epochs", "2", "--hidden", "4", "--ranks", "2", "--codec", "quant", "--quiet",
+		{"train", "--data", filepath.Join(dir, "d.h5"), "--epochs", "2", "--hidden", "4", "--ranks", "2", "--compress", "recommended", "--quiet",
 			"--checkpoint", filepath.Join(dir, "ck.h5")},
 	} {
 		if code, _, stderr := runCLI(args...); code != 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -12,81 +11,97 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
-func runTrain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("train", "train --data PATH [--split NAME] [--model sage|gcn] [--layers N] [--hidden N] [--epochs N] [--lr F] [--weight-decay F] [--dropout F] [--seed N] [--metrics FILE] [--quiet] [--ranks Q] [--partition random|metis] [--parts DIR] [--no-comm] [--checkpoint FILE [--checkpoint-every N] [--keep K]] [--resume FILE] [--comm-timeout D] [--progress auto|bar|lines] [--verbose]", stderr)
-	s := job.DefaultSpec()
+// trainFlags is the train command's flag set and what it parses into.
+type trainFlags struct {
+	fs             *cli.FlagSet
+	spec           job.Spec
+	compress       compressFlags
+	quiet, verbose *bool
+	progress       *string
+}
+
+func newTrainFlags(stderr io.Writer) *trainFlags {
+	tf := &trainFlags{spec: job.DefaultSpec()}
+	fs := newFlags("train", "train --data PATH [--model sage|gcn|gat] [--epochs N] [--ranks Q] [--compress none|recommended|authors] [--metrics FILE] [--checkpoint FILE] ...", stderr)
+	s := &tf.spec
 	r := &s.Run
-	fs.StringVar(&s.Data, "data", "", "dataset: an OGB-layout directory or a .h5 file (not needed with --parts)")
+	// Data.
+	fs.StringVar(&s.Data, "data", "", "dataset: an OGB-layout directory or a .h5 file")
+	fs.StringVar(&s.Parts, "parts", "", "instead of --data, a directory written by gnn-spmd partition: each rank reads only its own part")
 	fs.StringVar(&s.Split, "split", "", "split name (default: the only split, or the first in sorted order)")
-	fs.StringVar(&r.Model, "model", r.Model, "model: sage (GraphSAGE, mean aggregator), gcn or gat (graph attention: --heads, --out-heads, --attn-dropout)")
-	fs.IntVar(&r.Layers, "layers", r.Layers, "number of GNN layers")
-	fs.IntVar(&r.Hidden, "hidden", r.Hidden, "hidden width")
+	fs.BoolVar(&s.Normalize, "normalize-features", false, "scale every feature row to unit L1 norm (Kipf & Welling's preprocessing)")
+	buildFlags(fs.FlagSet, &s.Build)
+	// Model.
+	fs.StringVar(&r.Model, "model", r.Model, "sage (GraphSAGE, mean aggregator), gcn or gat (graph attention)")
+	fs.IntVar(&r.Layers, "layers", r.Layers, "message-passing layers")
+	fs.IntVar(&r.Hidden, "hidden", r.Hidden, "hidden width (gat: of every head)")
+	fs.Float64Var(&r.Dropout, "dropout", r.Dropout, "dropout probability on every layer's input")
+	fs.IntVar(&r.Heads, "heads", r.Heads, "gat: attention heads of every hidden layer, concatenated")
+	fs.IntVar(&r.OutHeads, "out-heads", r.OutHeads, "gat: attention heads of the output layer, averaged")
+	fs.Float64Var(&r.AttnDropout, "attn-dropout", r.AttnDropout, "gat: dropout probability on the attention coefficients")
+	fs.BoolVar(&s.Recompute, "recompute", s.Recompute, "gat: compute the attention coefficients again in the backward pass instead of keeping them (less memory, same bits)")
+	// Training.
 	fs.IntVar(&r.Epochs, "epochs", r.Epochs, "full-batch training epochs")
 	fs.Float64Var(&r.LR, "lr", r.LR, "Adam learning rate")
 	fs.Float64Var(&r.WeightDecay, "weight-decay", r.WeightDecay, "L2 weight decay on weights (not biases)")
-	fs.Float64Var(&r.Dropout, "dropout", r.Dropout, "dropout probability on every layer's input")
-	fs.IntVar(&r.Heads, "heads", r.Heads, "GAT: attention heads of every hidden layer, concatenated (each --hidden wide)")
-	fs.IntVar(&r.OutHeads, "out-heads", r.OutHeads, "GAT: attention heads of the output layer, averaged")
-	fs.Float64Var(&r.AttnDropout, "attn-dropout", r.AttnDropout, "GAT: dropout probability on the attention coefficients")
-	fs.BoolVar(&s.Recompute, "recompute", s.Recompute, "GAT: compute the attention coefficients again in the backward pass instead of keeping them (edges x heads floats per layer; same results)")
-	fs.Uint64Var(&r.Seed, "seed", r.Seed, "seed for initialisation and dropout")
-	fs.StringVar(&s.Metrics, "metrics", "", "write per-epoch metrics as JSON Lines to this file (rank 0)")
-	quiet := fs.Bool("quiet", false, "print only the summary")
-	fs.BoolVar(&s.Normalize, "normalize-features", false, "scale every feature row to unit L1 norm (Kipf & Welling's preprocessing)")
-	fs.IntVar(&s.Threads, "threads", 0, "CPU threads for kernels, shared by the ranks of this process (0 = all)")
-	fs.StringVar(&s.Device, "device", s.Device, "where the kernels run: cpu, or cuda (the GPU build; each MPI rank binds GPU (node-local rank) modulo (the GPUs it sees))")
-	fs.IntVar(&s.GPU, "gpu", s.GPU, "with --device cuda: bind this GPU ordinal (of those CUDA_VISIBLE_DEVICES shows) instead (-1: by node-local rank)")
-	fs.BoolVar(&s.Overlap, "overlap", s.Overlap, "compute what needs no halo row (interior rows, self terms, owned gradient rows) while the halo exchanges are in flight (CPU device; bit-identical either way)")
-	fs.StringVar(&s.Reorder, "reorder", s.Reorder, "order of every rank's owned rows in memory, so that neighbours sit near each other and the aggregation finds more of them in cache: none, rcm (reverse Cuthill-McKee) or metis (METIS clusters of about 32768 rows, one after another; a rank with fewer rows keeps its order; the default); metrics equal up to floating-point order")
-	fs.IntVar(&s.Ranks, "ranks", s.Ranks, "run Q ranks as goroutines in this process (without mpirun)")
-	fs.StringVar(&s.Partition, "partition", s.Partition, "partition on the fly: random or metis (ignored with --parts)")
+	fs.Uint64Var(&r.Seed, "seed", r.Seed, "seed of initialisation, dropout and the codecs' draws")
+	fs.IntVar(&s.EvalEvery, "eval-every", s.EvalEvery, "where evaluation takes a pass of its own (--eval exact, dropout), run it every N epochs and at the last")
+	// Distribution.
+	fs.IntVar(&s.Ranks, "ranks", s.Ranks, "ranks as goroutines of this process (under mpirun: one rank per process)")
+	fs.StringVar(&s.Partition, "partition", s.Partition, "with --data and several ranks, partition on the fly: random or metis")
+	fs.StringVar(&s.Device, "device", s.Device, "where the kernels run: cpu or cuda (the GPU build; one GPU per rank)")
 	fs.Uint64Var(&s.PartitionSeed, "partition-seed", 0, "seed of the on-the-fly partitioner")
-	fs.StringVar(&s.Parts, "parts", "", "directory written by gnn-spmd partition: each rank loads only its own part")
-	fs.BoolVar(&s.NoComm, "no-comm", false, "baseline without communication: drop the edges that cross parts")
-	fs.StringVar(&s.Comm, "comm", s.Comm, "transport: auto (mpi under mpirun/mpiexec, else local), mpi or local")
-	fs.StringVar(&r.Codec, "codec", r.Codec, "halo compression of activations: none, trunc (leading columns, the VARCO authors') or quant (stochastic b-bit)")
-	fs.StringVar(&r.CodecBwd, "codec-bwd", "", "halo compression of the returned gradients (default: the same as --codec)")
-	fs.StringVar(&r.Schedule, "schedule", r.Schedule, "compression rate over epochs: recommended (quant: 2-bit activations with residual coding and 1-bit gradients on every layer and epoch, small gradient rows left out, narrow rows sharing headers; trunc: varco), fixed (--ratio), varco (--ratio-max down to --ratio-min) or adaptive (closed loop on the measured error and gradient norm, see docs/VARCO.md); without it, --ratio implies fixed, --ratio-min, --ratio-max or --slope varco, --kappa adaptive")
-	fs.Float64Var(&r.Ratio, "ratio", r.Ratio, "fixed compression rate r >= 1")
-	fs.Float64Var(&r.RatioMax, "ratio-max", r.RatioMax, "varco and adaptive: starting rate")
-	fs.Float64Var(&r.Kappa, "kappa", r.Kappa, "adaptive: relative halo error allowed at the largest gradient norm; the bound falls with the gradient")
-	fs.Float64Var(&r.RatioMin, "ratio-min", r.RatioMin, "varco: final rate")
-	fs.Float64Var(&r.Slope, "slope", r.Slope, "varco: slope s of r(t) = max(rmax - s*t*(rmax-rmin)/(T-2), rmin)")
-	fs.StringVar(&r.Eval, "eval", r.Eval, "how a compressed run measures accuracy: confirm (each epoch's from the training pass, under compression, with no extra pass or traffic; the parameters of the best validation epoch and the final ones evaluated at full precision once, after the last epoch, for the summary), exact (a full-precision pass of its own every epoch, see --eval-every) or compressed (under compression only, as the VARCO authors)")
-	evalCompressed := fs.Bool("eval-compressed", false, "the same as --eval compressed")
-	fs.IntVar(&s.EvalEvery, "eval-every", s.EvalEvery, "where evaluation takes a forward pass of its own (--eval exact, dropout), run it every N epochs and at the last; the epochs between report no accuracy")
-	fs.StringVar(&r.Residual, "residual", r.Residual, "residual coding with error feedback: the sender codes each halo row's difference from the receiver's copy, which both ends keep: on (activations and gradients), forward (activations), off, or auto (the recommended quant setting: forward)")
-	fs.Float64Var(&r.ResidualSkip, "residual-skip", r.ResidualSkip, "with residual coding: leave out a row whose residual is at most this fraction of the row's largest value (0 sends every row; default: 0.02 under the recommended quant setting, else 0)")
-	fs.Float64Var(&r.GradSkip, "grad-skip", r.GradSkip, "leave out of the compressed backward exchanges (those not residual-coded) a gradient row whose squared norm is below this fraction of the mean over its message's rows (0 sends every row; default: 0.1 under the recommended quant setting, else 0)")
-	fs.IntVar(&r.GroupWidth, "group-width", r.GroupWidth, "quant: the rows of a layer narrower than this many values share one header per ceil(this/width) rows (0: a header per row; default: 64 under the recommended quant setting, else 0)")
-	fs.BoolVar(&r.CacheInput, "cache-input", false, "without dropout, send the first layer's input features once, raw, and cache their aggregation; by default that layer's rows cross every epoch, through its codec, as in the VARCO authors' code")
-	fs.BoolVar(&r.RawLastLayer, "raw-last-layer", false, "send the last layer's halo rows raw whatever the schedule (as the VARCO authors' code does); by default every layer is compressed at its scheduled rate")
-	fs.StringVar(&s.CPUProfile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file (under mpirun: rank 0's)")
-	fs.StringVar(&s.Checkpoint, "checkpoint", "", "write an HDF5 checkpoint to this file (rank 0) every --checkpoint-every epochs and after the last")
+	fs.BoolVar(&s.NoComm, "no-comm", false, "a baseline without communication: drop the edges between parts")
+	fs.StringVar(&s.Comm, "comm", s.Comm, "transport: auto (mpi under mpirun, else goroutine ranks), mpi or local")
+	fs.IntVar(&s.GPU, "gpu", s.GPU, "with --device cuda: bind this GPU ordinal instead (-1: node-local rank modulo the visible GPUs)")
+	fs.IntVar(&s.Threads, "threads", 0, "CPU threads for kernels, shared by the ranks of this process (0: all)")
+	fs.BoolVar(&s.Overlap, "overlap", s.Overlap, "compute what needs no halo row while the exchanges are in flight (bit-identical either way)")
+	fs.StringVar(&s.Reorder, "reorder", s.Reorder, "order of every rank's rows in memory: none, rcm or metis (clusters of about 32768 rows; smaller ranks keep their order); metrics equal up to float order")
+	fs.DurationVar(&s.CommTimeout, "comm-timeout", s.CommTimeout, "end the job when a collective waits longer than this for its peers (0: never)")
+	// Compression.
+	tf.compress.register(fs.FlagSet)
+	// Outputs.
+	fs.StringVar(&s.Metrics, "metrics", "", "write per-epoch metrics and the summary as JSON Lines to this file")
+	fs.StringVar(&s.Checkpoint, "checkpoint", "", "write an HDF5 checkpoint to this file every --checkpoint-every epochs and after the last")
+	fs.StringVar(&s.Resume, "resume", "", "continue the run saved in this checkpoint (every other flag as in that run)")
+	tf.quiet = fs.Bool("quiet", false, "print the header and the summary only")
 	fs.IntVar(&s.CheckpointEvery, "checkpoint-every", s.CheckpointEvery, "epochs between checkpoints")
 	fs.IntVar(&s.Keep, "keep", s.Keep, "checkpoints kept: FILE (newest), then FILE.1 ... FILE.<K-1>")
-	fs.StringVar(&s.Resume, "resume", "", "continue the run saved in this checkpoint; every other flag must be as in that run")
-	fs.DurationVar(&s.CommTimeout, "comm-timeout", s.CommTimeout, "abort the job when a collective or halo exchange waits longer than this for its peers (0 = never)")
-	progress := fs.String("progress", "auto", "per-epoch output: bar (one line redrawn in place), lines, or auto (bar on a terminal, lines otherwise and under mpirun)")
-	verbose := fs.Bool("verbose", false, "log setup and checkpoint details (log records go to stderr, with the rank)")
-	buildFlags(fs.FlagSet, &s.Build)
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(&s.CPUProfile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file (under mpirun: rank 0's)")
+	tf.progress = fs.String("progress", "auto", "per-epoch output: bar, lines, or auto (bar on a terminal)")
+	tf.verbose = fs.Bool("verbose", false, "log setup and checkpoint details to stderr")
+
+	fs.Section("Data", false, "data", "parts", "split")
+	fs.Section("Model", false, "model", "layers", "hidden", "dropout")
+	fs.Section("Training", false, "epochs", "lr", "weight-decay", "seed")
+	fs.Section("Distribution", false, "ranks", "partition", "device")
+	fs.Section("Compression", false, "compress")
+	fs.Section("Outputs", false, "metrics", "checkpoint", "resume", "quiet")
+	fs.Section("Data, more", true, "normalize-features", "add-inverse", "self-loops")
+	fs.Section("Model, more", true, "heads", "out-heads", "attn-dropout", "recompute")
+	fs.Section("Training, more", true, "eval-every")
+	fs.Section("Distribution, more", true, "partition-seed", "no-comm", "comm", "gpu", "threads", "overlap", "reorder", "comm-timeout")
+	fs.Section("Compression, more: each flag replaces one field of the --compress preset", true, compressExpert...)
+	fs.Section("Outputs, more", true, "checkpoint-every", "keep", "cpuprofile", "progress", "verbose")
+	tf.fs = fs
+	return tf
+}
+
+func runTrain(args []string, stdout, stderr io.Writer) error {
+	tf := newTrainFlags(stderr)
+	if err := tf.fs.Parse(args); err != nil {
 		return err
 	}
-	r.Schedule = impliedSchedule(fs.FlagSet, r.Schedule)
-	if *evalCompressed {
-		evalSet := false
-		fs.Visit(func(f *flag.Flag) { evalSet = evalSet || f.Name == "eval" })
-		if evalSet && r.Eval != "compressed" {
-			return cli.Usagef("train: --eval-compressed contradicts --eval %s", r.Eval)
-		}
-		r.Eval = "compressed"
+	s := tf.spec
+	var err error
+	if s.Run.Compress, err = tf.compress.plan(); err != nil {
+		return err
 	}
-	if *progress != "auto" && *progress != "bar" && *progress != "lines" {
-		return cli.Usagef("train: --progress: got %q, expected auto, bar or lines", *progress)
+	if p := *tf.progress; p != "auto" && p != "bar" && p != "lines" {
+		return cli.Usagef("train: --progress: got %q, expected auto, bar or lines", p)
 	}
-	con := newConsole(stdout, stderr, *progress)
-	obs := &epochPrinter{con: con, quiet: *quiet}
+	con := newConsole(stdout, stderr, *tf.progress)
+	obs := &epochPrinter{con: con, quiet: *tf.quiet}
 	if job.UnderMPI() {
 		// mpirun stops reading the ranks' stdout once it is told to
 		// terminate (SIGTERM): a rank blocked writing an epoch line would
@@ -96,26 +111,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		con.setOut(qw)
 	}
 	errOut := con.stderr()
-	return job.Run(s, job.Env{Observer: obs, Log: newLogger(errOut, *verbose), Stderr: errOut})
-}
-
-// impliedSchedule is the schedule the rate flags ask for when --schedule is
-// not given: --ratio alone means fixed, --ratio-min, --ratio-max or --slope
-// varco, --kappa adaptive; with none of them, the recommended setting.
-func impliedSchedule(fs *flag.FlagSet, schedule string) string {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	switch {
-	case set["schedule"]:
-		return schedule
-	case set["ratio"]:
-		return "fixed"
-	case set["ratio-min"] || set["slope"] || set["ratio-max"]:
-		return "varco"
-	case set["kappa"]:
-		return "adaptive"
-	}
-	return schedule
+	return job.Run(s, job.Env{Observer: obs, Log: newLogger(errOut, *tf.verbose), Stderr: errOut})
 }
 
 // epochPrinter is rank 0's console: the header, a line per epoch (or the

@@ -104,6 +104,15 @@ func ParseKind(name string) (Kind, error) {
 	return 0, fmt.Errorf("unknown codec %q (want one of none, trunc, quant)", name)
 }
 
+// MarshalText and UnmarshalText store a kind by its name (a checkpoint's
+// attribute).
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+func (k *Kind) UnmarshalText(b []byte) (err error) {
+	*k, err = ParseKind(string(b))
+	return err
+}
+
 // Kind is s's family; quant(32) is KindNone (its bytes are raw float32).
 func (s Spec) Kind() Kind { return s.kind }
 

@@ -15,13 +15,14 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
 // Format and Version are the root attributes format and version.
 const (
 	Format  = "gnn-spmd-checkpoint"
-	Version = 1
+	Version = 2
 )
 
 // rngScheme describes the random state for h5dump readers: dropout masks and
@@ -37,12 +38,12 @@ type Checkpoint struct {
 	Params      []Param
 	// Adaptive is the adaptive schedule's state; nil for the stateless
 	// fixed and varco schedules.
-	Adaptive *gnn.AdaptiveState
+	Adaptive *compress.AdaptiveState
 	// Residual is the residual coding's state of every rank, one table per
 	// exchange that has run with it (none without residual coding).
 	Residual []halo.ResidualTable
 	// Kept is the parameters of the best epochs so far of a run that
-	// confirms them at its end (gnn.EvalConfirm), one set per criterion.
+	// confirms them at its end (compress.EvalConfirm), one set per criterion.
 	Kept    []gnn.Kept
 	History []metrics.Epoch // one per finished epoch
 }
@@ -225,13 +226,6 @@ func (c *Checkpoint) read(f *h5.File) error {
 	for _, fl := range c.Config.fields() {
 		fl.read(f)
 	}
-	legacyEval := !f.HasAttr("eval")
-	if legacyEval {
-		c.Config.Run.Eval = gnn.EvalExact
-		if f.Int("eval_compressed", 0, 1) == 1 {
-			c.Config.Run.Eval = gnn.EvalCompressed
-		}
-	}
 	if f.Err() != nil {
 		return f.Err()
 	}
@@ -249,36 +243,17 @@ func (c *Checkpoint) read(f *h5.File) error {
 	}
 	c.readParams(f)
 	c.readKept(f)
-	if c.Config.Run.Schedule == "adaptive" {
+	if p := &c.Config.Run.Compress; p.Enabled() && p.Schedule == compress.ScheduleAdaptive {
 		c.readAdaptive(f)
 	}
-	if c.Config.Run.ResidualOn() {
+	if c.Config.Run.Compress.CodesResiduals() {
 		c.readResidual(f)
 	}
 	c.History = readHistory(f, c.Epoch, c.Config.Run.Layers)
-	// Files written before the digest existed have none.
-	if f.Err() == nil && f.HasAttr(attrsDigestName) {
-		if want, got := f.Uint64(attrsDigestName), attrsDigest(writtenAttrs(f, c.baseAttrs(), legacyEval)); f.Err() == nil && got != want {
-			return f.Errorf("attribute "+attrsDigestName, "is %#x, but the attributes read give %#x: the file is corrupt", want, got)
-		}
+	if want, got := f.Uint64(attrsDigestName), attrsDigest(c.baseAttrs()); f.Err() == nil && got != want {
+		return f.Errorf("attribute "+attrsDigestName, "is %#x, but the attributes read give %#x: the file is corrupt", want, got)
 	}
 	return f.Err()
-}
-
-// writtenAttrs is a as the file at f holds it: without the fields it
-// predates (read as their absent values), and with a file from before the
-// evaluation modes' eval_compressed in place of eval.
-func writtenAttrs(f *h5.File, a []h5.Attr, legacyEval bool) []h5.Attr {
-	var out []h5.Attr
-	for _, at := range a {
-		switch {
-		case at.Name == "eval" && legacyEval:
-			out = append(out, h5.Attr{Name: "eval_compressed", Val: int32(f.Int("eval_compressed", 0, 1))})
-		case f.HasAttr(at.Name):
-			out = append(out, at)
-		}
-	}
-	return out
 }
 
 func (c *Checkpoint) readParams(f *h5.File) {
@@ -331,7 +306,7 @@ func (c *Checkpoint) BestParams(path string) ([]Param, int, error) {
 }
 
 func (c *Checkpoint) readAdaptive(f *h5.File) {
-	s := &gnn.AdaptiveState{Smoothed: f.Float64("adaptive_smoothed"), GMin: f.Float64("adaptive_gmin"), GMax: f.Float64("adaptive_gmax")}
+	s := &compress.AdaptiveState{Smoothed: f.Float64("adaptive_smoothed"), GMin: f.Float64("adaptive_gmin"), GMax: f.Float64("adaptive_gmax")}
 	// Empty before the schedule's first observation, else one per layer.
 	s.Rates = h5.ReadArray[float64](f, "/adaptive/rates", "[layers] or [0]", -1)
 	n := int64(len(s.Rates))

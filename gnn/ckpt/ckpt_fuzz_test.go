@@ -12,6 +12,7 @@ import (
 
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/data/h5/h5test"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 )
 
 // FuzzReadCheckpoint reads checkpoints whose content the fuzzer edits at the
@@ -400,8 +401,8 @@ func checkReadShapes(c *Checkpoint) error {
 				p.Name, p.Rows, p.Cols, len(p.W), len(p.M), len(p.V), s.Name, s.Rows, s.Cols)
 		}
 	}
-	if a := c.Adaptive; (a != nil) != (cfg.Schedule == "adaptive") {
-		return fmt.Errorf("schedule %s with adaptive state %v", cfg.Schedule, a)
+	if a := c.Adaptive; (a != nil) != (cfg.Compress.Enabled() && cfg.Compress.Schedule == compress.ScheduleAdaptive) {
+		return fmt.Errorf("schedule %s with adaptive state %v", cfg.Compress.Schedule, a)
 	} else if a != nil && (len(a.RefErr) != len(a.Rates) || len(a.RefRate) != len(a.Rates) || (len(a.Rates) != 0 && len(a.Rates) != cfg.Layers)) {
 		return fmt.Errorf("adaptive state of %d/%d/%d entries for %d layers", len(a.Rates), len(a.RefErr), len(a.RefRate), cfg.Layers)
 	}

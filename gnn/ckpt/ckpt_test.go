@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,21 +12,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
 // toyCheckpoint is a two-class, two-layer adaptive run after three epochs.
 func toyCheckpoint() *Checkpoint {
-	run := gnn.Config{Model: "sage", Layers: 2, Hidden: 3, InDim: 4, Classes: 2, LR: 0.01, Seed: 7, Epochs: 5,
-		CompressConfig: gnn.CompressConfig{Codec: "quant", CodecBwd: "quant", Schedule: "adaptive", Ratio: 1,
-			RatioMax: 128, RatioMin: 1.5, Slope: 5, Kappa: 2}}
+	plan := compress.MustPreset(compress.PresetNone)
+	plan.Fwd, plan.Bwd, plan.Schedule = codec.KindQuant, codec.KindQuant, compress.ScheduleAdaptive
+	run := gnn.Config{Model: "sage", Layers: 2, Hidden: 3, InDim: 4, Classes: 2, LR: 0.01, Seed: 7, Epochs: 5, Compress: plan}
 	cfg := NewConfig(run, Data{Split: "s", Ranks: 2, PartitionMethod: "random", Fingerprint: 0xabc, PartitionID: 0xdef})
 	c := &Checkpoint{Config: cfg, DatasetName: "toy", Epoch: 3, Step: 3,
-		Adaptive: &gnn.AdaptiveState{Smoothed: 1.5, GMin: 1, GMax: 2, Rates: []float64{32, 1}, RefErr: []float64{0.1, 0}, RefRate: []float64{32, 0}}}
+		Adaptive: &compress.AdaptiveState{Smoothed: 1.5, GMin: 1, GMax: 2, Rates: []float64{32, 1}, RefErr: []float64{0.1, 0}, RefRate: []float64{32, 0}}}
 	for i, s := range run.ModelConfig().ParamShapes() {
 		p := Param{Name: s.Name, Rows: s.Rows, Cols: s.Cols}
 		for k := range s.Rows * s.Cols {
@@ -45,7 +46,7 @@ func toyCheckpoint() *Checkpoint {
 		st.Derive(int64(190 * e))
 		c.History = append(c.History, st)
 	}
-	// A confirming run (Eval "" is confirm) keeps its best epochs'
+	// A confirming run keeps its best epochs'
 	// parameters: validation accuracy's best is epoch 2, the AUC's 0.
 	for _, k := range []gnn.Kept{{Criterion: "acc", Epoch: 2}, {Criterion: "auc", Epoch: 0}} {
 		for _, p := range c.Params {
@@ -60,66 +61,48 @@ func toyCheckpoint() *Checkpoint {
 	return c
 }
 
-// TestLegacyEval: a checkpoint from before the evaluation modes records
-// eval_compressed instead of eval; it reads as the mode it ran, and its
-// attribute digest, over what it holds, still checks.
-func TestLegacyEval(t *testing.T) {
-	for flag, want := range map[int32]string{0: gnn.EvalExact, 1: gnn.EvalCompressed} {
-		c := toyCheckpoint()
-		c.Config.Run.Eval = want
-		c.Kept = nil
-		var a []h5.Attr
-		for _, at := range c.baseAttrs() {
-			if at.Name == "eval" {
-				at = h5.Attr{Name: "eval_compressed", Val: flag}
-			}
-			a = append(a, at)
-		}
-		a = append(a, h5.Attr{Name: attrsDigestName, Val: attrsDigest(a)})
-		path := filepath.Join(t.TempDir(), "c.h5")
+// TestMissingAttribute: every setting is required (a file of an older
+// format version is refused by its version), a missing one is named, and
+// a changed value fails the attributes' digest.
+func TestMissingAttribute(t *testing.T) {
+	c := toyCheckpoint()
+	dir := t.TempDir()
+	write := func(name string, a []h5.Attr) string {
+		path := filepath.Join(dir, name)
 		if err := h5.WriteFile(path, a, c.arrays()); err != nil {
 			t.Fatal(err)
 		}
-		got, err := Read(path)
-		if err != nil {
-			t.Fatalf("eval_compressed %d: %v", flag, err)
-		}
-		if got.Config.Run.Eval != want {
-			t.Errorf("eval_compressed %d: read as eval %q, want %q", flag, got.Config.Run.Eval, want)
-		}
+		return path
 	}
-}
-
-// TestOlderAttributes: a checkpoint written before a later attribute
-// existed (cache_input here) reads it as its absent value, and its digest,
-// over the attributes it has, checks; a changed value still fails it.
-func TestOlderAttributes(t *testing.T) {
-	c := toyCheckpoint()
-	var a []h5.Attr
+	var without, changed []h5.Attr
 	for _, at := range c.baseAttrs() {
 		if at.Name != "cache_input" {
-			a = append(a, at)
+			without = append(without, at)
+		}
+		if at.Name == "ratio_min" {
+			at.Val = 2.0
+		}
+		changed = append(changed, at)
+	}
+	without = append(without, h5.Attr{Name: attrsDigestName, Val: attrsDigest(without)})
+	changed = append(changed, h5.Attr{Name: attrsDigestName, Val: attrsDigest(c.baseAttrs())})
+	for path, want := range map[string]string{
+		write("without.h5", without): "cache_input",
+		write("changed.h5", changed): attrsDigestName,
+	} {
+		if _, err := Read(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error naming %s", path, err, want)
 		}
 	}
-	dir := t.TempDir()
-	for _, corrupt := range []bool{false, true} {
-		digest := attrsDigest(a)
-		if corrupt {
-			digest++
+	old := c.baseAttrs()
+	for i, at := range old {
+		if at.Name == "version" {
+			old[i].Val = int32(Version - 1)
 		}
-		path := filepath.Join(dir, fmt.Sprintf("c%v.h5", corrupt))
-		if err := h5.WriteFile(path, append(a, h5.Attr{Name: attrsDigestName, Val: digest}), c.arrays()); err != nil {
-			t.Fatal(err)
-		}
-		got, err := Read(path)
-		switch {
-		case corrupt && (err == nil || !strings.Contains(err.Error(), attrsDigestName)):
-			t.Errorf("a wrong digest: %v, want a digest error", err)
-		case !corrupt && err != nil:
-			t.Errorf("a file without cache_input: %v", err)
-		case !corrupt && got.Config.Run.CacheInput:
-			t.Error("a file without cache_input read it as set")
-		}
+	}
+	old = append(old, h5.Attr{Name: attrsDigestName, Val: attrsDigest(old)})
+	if _, err := Read(write("old.h5", old)); err == nil || !strings.Contains(err.Error(), "unsupported version") {
+		t.Errorf("a file of version %d: %v, want an unsupported version", Version-1, err)
 	}
 }
 

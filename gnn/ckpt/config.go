@@ -1,6 +1,7 @@
 package ckpt
 
 import (
+	"encoding"
 	"fmt"
 	"math"
 	"reflect"
@@ -56,11 +57,13 @@ const maxLayers = 1 << 10
 // field is one Config value, stored as a root attribute of that name.
 type field struct {
 	name   string
-	ptr    any    // *string, *int, *float64, *uint64 or *bool
-	lo, hi int64  // the range of an int
-	hex    bool   // a digest, shown in hex
-	flag   string // what sets it, for people: a train flag, or what decides it
-	absent any    // the value of a file written before the field existed (nil: required)
+	ptr    any   // *string, *int, *float64, *uint64, *bool, or an encoding.TextUnmarshaler (a named value, stored as its name)
+	lo, hi int64 // the range of an int
+	hex    bool  // a digest, shown in hex
+	// flag is what sets it, for people: a train flag, or what decides it;
+	// data marks a value the data decide (compared once they are loaded).
+	flag string
+	data bool
 }
 
 // fields lists c's values in the order a mismatch is looked for: the
@@ -68,7 +71,7 @@ type field struct {
 // data.
 func (c *Config) fields() []field {
 	const maxInt = math.MaxInt32
-	r, d := &c.Run, &c.Data
+	r, d, p := &c.Run, &c.Data, &c.Run.Compress
 	return []field{
 		{name: "model", flag: "--model", ptr: &r.Model},
 		{name: "layers", flag: "--layers", ptr: &r.Layers, lo: 1, hi: maxLayers},
@@ -76,53 +79,47 @@ func (c *Config) fields() []field {
 		{name: "lr", flag: "--lr", ptr: &r.LR},
 		{name: "weight_decay", flag: "--weight-decay", ptr: &r.WeightDecay},
 		{name: "dropout", flag: "--dropout", ptr: &r.Dropout},
-		// Checkpoints from before GAT had one head and no coefficient dropout.
-		{name: "heads", flag: "--heads", ptr: &r.Heads, lo: 0, hi: maxInt, absent: 1},
-		{name: "out_heads", flag: "--out-heads", ptr: &r.OutHeads, lo: 0, hi: maxInt, absent: 1},
-		{name: "attn_dropout", flag: "--attn-dropout", ptr: &r.AttnDropout, absent: 0.0},
+		{name: "heads", flag: "--heads", ptr: &r.Heads, lo: 0, hi: maxInt},
+		{name: "out_heads", flag: "--out-heads", ptr: &r.OutHeads, lo: 0, hi: maxInt},
+		{name: "attn_dropout", flag: "--attn-dropout", ptr: &r.AttnDropout},
 		{name: "adam_beta1", flag: "Adam beta1", ptr: &c.AdamBeta1},
 		{name: "adam_beta2", flag: "Adam beta2", ptr: &c.AdamBeta2},
 		{name: "adam_eps", flag: "Adam epsilon", ptr: &c.AdamEps},
 		{name: "seed", flag: "--seed", ptr: &r.Seed},
 		{name: "epochs", flag: "--epochs", ptr: &r.Epochs, lo: 1, hi: maxInt},
-		{name: "codec", flag: "--codec", ptr: &r.Codec},
-		{name: "codec_bwd", flag: "--codec-bwd", ptr: &r.CodecBwd},
-		{name: "schedule", flag: "--schedule", ptr: &r.Schedule},
-		{name: "ratio", flag: "--ratio", ptr: &r.Ratio},
-		{name: "ratio_max", flag: "--ratio-max", ptr: &r.RatioMax},
-		{name: "ratio_min", flag: "--ratio-min", ptr: &r.RatioMin},
-		{name: "slope", flag: "--slope", ptr: &r.Slope},
-		{name: "kappa", flag: "--kappa", ptr: &r.Kappa},
-		// Checkpoints from before the confirm mode recorded eval_compressed
-		// instead (Checkpoint.read).
-		{name: "eval", flag: "--eval", ptr: &r.Eval, absent: ""},
-		// Checkpoints from before the last layer could be compressed sent it raw.
-		{name: "raw_last_layer", flag: "--raw-last-layer", ptr: &r.RawLastLayer, absent: true},
-		// Checkpoints from before residual coding ran without it.
-		{name: "residual", flag: "--residual", ptr: &r.Residual, absent: "off"},
-		{name: "residual_skip", flag: "--residual-skip", ptr: &r.ResidualSkip, absent: 0.0},
-		// Checkpoints from before gradient row skipping sent every row.
-		{name: "grad_skip", flag: "--grad-skip", ptr: &r.GradSkip, absent: 0.0},
-		// Checkpoints from before shared row headers gave every row its own.
-		{name: "group_width", flag: "--group-width", ptr: &r.GroupWidth, lo: 0, hi: maxInt, absent: 0},
-		// Checkpoints from before the input could be cached sent it every epoch.
-		{name: "cache_input", flag: "--cache-input", ptr: &r.CacheInput, absent: false},
+		{name: "codec", flag: "--codec", ptr: &p.Fwd},
+		{name: "codec_bwd", flag: "--codec-bwd", ptr: &p.Bwd},
+		{name: "schedule", flag: "--schedule", ptr: &p.Schedule},
+		{name: "ratio", flag: "--ratio", ptr: &p.Ratio},
+		{name: "ratio_max", flag: "--ratio-max", ptr: &p.RatioMax},
+		{name: "ratio_min", flag: "--ratio-min", ptr: &p.RatioMin},
+		{name: "slope", flag: "--slope", ptr: &p.Slope},
+		{name: "kappa", flag: "--kappa", ptr: &p.Kappa},
+		{name: "bits_bwd", flag: "--bits-bwd", ptr: &p.BitsBwd, lo: 0, hi: 16},
+		{name: "eval", flag: "--eval", ptr: &p.Eval},
+		{name: "raw_last_layer", flag: "--raw-last-layer", ptr: &p.RawLastLayer},
+		{name: "residual", flag: "--residual", ptr: &p.Residual},
+		{name: "residual_skip", flag: "--residual-skip", ptr: &p.ResidualSkip},
+		{name: "grad_skip", flag: "--grad-skip", ptr: &p.GradSkip},
+		{name: "group_width", flag: "--group-width", ptr: &p.GroupWidth, lo: 0, hi: maxInt},
+		{name: "cache_input", flag: "--cache-input", ptr: &p.CacheInput},
 		{name: "normalize_features", flag: "--normalize-features", ptr: &d.NormalizeFeatures},
 		{name: "no_comm", flag: "--no-comm", ptr: &d.NoComm},
 		{name: "split", flag: "--split", ptr: &d.Split},
 		{name: "ranks", flag: "the world size", ptr: &d.Ranks, lo: 1, hi: maxInt},
 		{name: "partition_method", flag: "the partition method (--partition or --parts)", ptr: &d.PartitionMethod},
 		{name: "partition_seed", flag: "the partition seed (--partition-seed or --parts)", ptr: &d.PartitionSeed},
-		{name: "dataset_fingerprint", flag: "the dataset fingerprint (--data or --parts)", ptr: &d.Fingerprint, hex: true},
-		{name: "in_dim", flag: "the feature width", ptr: &r.InDim, lo: 1, hi: maxInt},
-		{name: "classes", flag: "the class count", ptr: &r.Classes, lo: 1, hi: maxInt},
-		{name: "partition_id", flag: "the partition id (--parts or --partition)", ptr: &d.PartitionID, hex: true},
+		{name: "dataset_fingerprint", flag: "the dataset fingerprint (--data or --parts)", ptr: &d.Fingerprint, hex: true, data: true},
+		{name: "in_dim", flag: "the feature width", ptr: &r.InDim, lo: 1, hi: maxInt, data: true},
+		{name: "classes", flag: "the class count", ptr: &r.Classes, lo: 1, hi: maxInt, data: true},
+		{name: "partition_id", flag: "the partition id (--parts or --partition)", ptr: &d.PartitionID, hex: true, data: true},
 	}
 }
 
 func (f field) get() any { return reflect.ValueOf(f.ptr).Elem().Interface() }
 
-// attr is the field's attribute value: ints as int64, bools as int32 0/1.
+// attr is the field's attribute value: ints as int64, bools as int32 0/1,
+// named values by their names.
 func (f field) attr() any {
 	switch v := f.get().(type) {
 	case int:
@@ -132,17 +129,18 @@ func (f field) attr() any {
 			return int32(1)
 		}
 		return int32(0)
-	default:
-		return v
+	case encoding.TextMarshaler:
+		b, _ := v.MarshalText()
+		return string(b)
 	}
+	if rv := reflect.ValueOf(f.get()); rv.Kind() == reflect.String {
+		return rv.String() // a named string: the attribute is its text
+	}
+	return f.get()
 }
 
 // read sets the field from its attribute in h.
 func (f field) read(h *h5.File) {
-	if f.absent != nil && !h.HasAttr(f.name) {
-		reflect.ValueOf(f.ptr).Elem().Set(reflect.ValueOf(f.absent))
-		return
-	}
 	switch p := f.ptr.(type) {
 	case *string:
 		*p = h.String(f.name)
@@ -158,6 +156,12 @@ func (f field) read(h *h5.File) {
 		*p = h.Uint64(f.name)
 	case *bool:
 		*p = h.Int(f.name, 0, 1) == 1
+	case encoding.TextUnmarshaler:
+		if s := h.String(f.name); h.Err() == nil {
+			if err := p.UnmarshalText([]byte(s)); err != nil {
+				h.Errorf("attribute "+f.name, "%v", err)
+			}
+		}
 	}
 }
 
@@ -189,14 +193,18 @@ var mismatchHint = map[string]string{
 }
 
 // Setting is one value of a Config for comparing runs: what sets it (a
-// train flag, or what decides it) and its value as shown to people.
-type Setting struct{ Name, Value string }
+// train flag, or what decides it) and its value as shown to people. Data
+// marks a value that the data decide.
+type Setting struct {
+	Name, Value string
+	Data        bool
+}
 
 // Settings lists c's values in the order of Check.
 func (c *Config) Settings() []Setting {
 	var s []Setting
 	for _, f := range c.fields() {
-		s = append(s, Setting{f.flag, f.show(f.get())})
+		s = append(s, Setting{Name: f.flag, Value: f.show(f.get()), Data: f.data})
 	}
 	return s
 }

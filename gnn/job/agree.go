@@ -56,11 +56,9 @@ func (s *Spec) settings(worldSize int) []setting {
 		{Name: "--self-loops", Value: strconv.FormatBool(s.Build.AddSelfLoops)},
 	}
 	for _, st := range id.Settings() {
-		switch st.Name {
-		case "the dataset fingerprint (--data or --parts)", "the partition id (--parts or --partition)", "the feature width", "the class count":
-			continue // decided by the data
+		if !st.Data { // those the data decide are compared after loading
+			out = append(out, st)
 		}
-		out = append(out, st)
 	}
 	return out
 }

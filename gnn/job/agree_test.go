@@ -51,7 +51,7 @@ func TestSettingsCoverEverySpecField(t *testing.T) {
 				f.SetBool(!f.Bool())
 			case reflect.Int, reflect.Int64:
 				f.SetInt(f.Int() + 1)
-			case reflect.Uint64:
+			case reflect.Uint64, reflect.Uint8:
 				f.SetUint(f.Uint() + 1)
 			case reflect.Float64:
 				f.SetFloat(f.Float() + 0.5)

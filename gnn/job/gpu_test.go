@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe"
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
@@ -41,24 +42,24 @@ func (l *lossLog) Epoch(e *metrics.Epoch) error {
 func TestGPUTrainingMatchesCPU(t *testing.T) {
 	path := genData(t)
 	const epochs = 20
-	train := func(device, codec string) *lossLog {
+	train := func(device, kind string) *lossLog {
 		s := DefaultSpec()
 		s.Data, s.Ranks, s.Partition, s.Device = path, 4, "metis", device
-		s.Run.Epochs, s.Run.Hidden, s.Run.Seed, s.Run.Codec, s.Run.Ratio = epochs, 32, 3, codec, 16
-		// Plain quantization on both: the CUDA exchange has no residual
-		// coding, which --codec quant turns on for the CPU by default (its
-		// first exchange already skips rows, so the bytes would differ).
-		s.Run.Residual = "off"
+		s.Run.Epochs, s.Run.Hidden, s.Run.Seed = epochs, 32, 3
+		// Plain 2-bit quantization: the CUDA exchange has no residual
+		// coding, gradient row skipping or shared headers yet.
+		k, _ := codec.ParseKind(kind)
+		s.Run.Compress.Fwd, s.Run.Compress.Bwd, s.Run.Compress.Ratio = k, k, 16
 		l := &lossLog{}
 		if err := Run(s, Env{Observer: l}); err != nil {
-			t.Fatalf("%s, %s: %v", device, codec, err)
+			t.Fatalf("%s, %s: %v", device, kind, err)
 		}
 		return l
 	}
-	for _, codec := range []string{"none", "quant"} {
-		cpu, gpu := train("cpu", codec), train("cuda", codec)
+	for _, kind := range []string{"none", "quant"} {
+		cpu, gpu := train("cpu", kind), train("cuda", kind)
 		if cpu.bytes != gpu.bytes {
-			t.Errorf("%s: epoch 0 sent %d forward bytes on the GPU, %d on the CPU", codec, gpu.bytes, cpu.bytes)
+			t.Errorf("%s: epoch 0 sent %d forward bytes on the GPU, %d on the CPU", kind, gpu.bytes, cpu.bytes)
 		}
 		// A quantized code can round the other way where cuBLAS's products
 		// differ from the CPU's in the last bit, moving that value by a
@@ -66,13 +67,13 @@ func TestGPUTrainingMatchesCPU(t *testing.T) {
 		// losses drifted apart by up to 1.5e-3 over the 20 epochs (0.18 %),
 		// hence the looser bound. The payloads themselves are compared
 		// byte for byte by comm/halo/gpu's TestMemoryMatchesHost.
-		tol := map[string]float64{"none": 1e-4, "quant": 5e-3}[codec]
+		tol := map[string]float64{"none": 1e-4, "quant": 5e-3}[kind]
 		for e := range cpu.losses {
 			if d := math.Abs(gpu.losses[e]-cpu.losses[e]) / cpu.losses[e]; d > tol {
-				t.Fatalf("%s: epoch %d loss %.7f on the GPU, %.7f on the CPU (rel. diff %.2g)", codec, e, gpu.losses[e], cpu.losses[e], d)
+				t.Fatalf("%s: epoch %d loss %.7f on the GPU, %.7f on the CPU (rel. diff %.2g)", kind, e, gpu.losses[e], cpu.losses[e], d)
 			}
 		}
-		t.Logf("%s: final loss GPU %.7f CPU %.7f; epoch-0 forward bytes %d", codec, gpu.losses[epochs-1], cpu.losses[epochs-1], gpu.bytes)
+		t.Logf("%s: final loss GPU %.7f CPU %.7f; epoch-0 forward bytes %d", kind, gpu.losses[epochs-1], cpu.losses[epochs-1], gpu.bytes)
 	}
 }
 

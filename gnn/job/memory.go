@@ -22,10 +22,11 @@ func (j *job) checkMemory(src *source, sharing int) error {
 	cfg := j.spec.Run
 	cfg.InDim, cfg.Classes = max(src.info.Features, 1), src.info.Classes
 	mc := cfg.ModelConfig()
-	host, residual := j.spec.Device == "cpu", cfg.ResidualOn()
-	// Evaluation passes of their own at full precision (gnn.Trainer.Epoch).
-	exactEval := (cfg.Codec != "none" && cfg.Eval == gnn.EvalExact) || cfg.Dropout > 0
-	confirm := cfg.Confirms() // the best epochs' parameters kept
+	plan := &cfg.Compress
+	host, residual := j.spec.Device == "cpu", plan.CodesResiduals()
+	// Evaluation passes of their own (gnn.Trainer.Epoch).
+	exactEval := plan.ExactEval() || cfg.Dropout > 0
+	confirm := plan.Confirms() // the best epochs' parameters kept
 	var need float64
 	rows := 0
 	if v := src.single; v != nil {
@@ -37,7 +38,7 @@ func (j *job) checkMemory(src *source, sharing int) error {
 			halo, sent = 0, 0
 		}
 		// Self loops come on top of the shard's edges (GCN, GAT).
-		need += gnn.Footprint(mc, sh.NumOwned(), halo, sent, len(sh.Indices)+sh.NumOwned(), host, residual, exactEval, cfg.CacheInput, confirm)
+		need += gnn.Footprint(mc, sh.NumOwned(), halo, sent, len(sh.Indices)+sh.NumOwned(), host, residual, exactEval, plan.CacheInput, confirm)
 		rows += sh.NumOwned()
 	}
 	need *= float64(sharing)

@@ -147,7 +147,7 @@ func (j *job) newRankJob(c comm.Comm, v *gnn.View, threads, gpu int, inProcess b
 			}
 		}
 	}
-	if rj.trainer, err = gnn.NewTrainer(model, cfg.TrainConfig(), cfg.CompressConfig, x, reduce); err != nil {
+	if rj.trainer, err = gnn.NewTrainer(model, cfg.TrainConfig(), cfg.Compress, x, reduce); err != nil {
 		rj.close()
 		return nil, specErrorf("train: %v", err)
 	}
@@ -177,37 +177,12 @@ type reporter struct {
 // resumed run the restored epochs' metrics lines, so that the file reads
 // as an uninterrupted run's.
 // communication describes the halo traffic of a validated spec for the run
-// header: the codecs, the schedule, and residual coding, including where
-// the device left the recommended setting without it.
+// header.
 func communication(s *Spec) string {
-	cc := s.Run.CompressConfig
-	switch {
-	case s.NoComm:
+	if s.NoComm {
 		return "no communication (cut edges dropped)"
-	case !cc.Enabled():
-		return "full communication"
 	}
-	epochs := s.Run.Epochs
-	out := fmt.Sprintf("halo compression %s forward, %s backward, schedule %s", cc.Codec, cc.Backward(), cc.ScheduleName(epochs))
-	if b := cc.BackwardBits(epochs); b > 0 {
-		out += fmt.Sprintf(" (gradients at %d bit)", b)
-	}
-	switch {
-	case cc.ResidualOn():
-		out += map[string]string{"on": ", residual coding", "forward": ", residual coding of the activations"}[cc.Residual]
-		if cc.ResidualSkip > 0 {
-			out += fmt.Sprintf(" (rows skipped below %g of their size)", cc.ResidualSkip)
-		}
-	case s.Device == "cuda" && cc.Schedule == "recommended" && cc.Codec == "quant":
-		out += ", no residual coding, gradient row skipping or shared row headers (the CUDA exchange does not implement them yet; on --device cpu the recommended setting uses all three)"
-	}
-	if cc.GroupWidth > 0 {
-		out += fmt.Sprintf(", rows narrower than %d values sharing headers", cc.GroupWidth)
-	}
-	if cc.GradSkip > 0 {
-		out += fmt.Sprintf(", gradient rows below %g of the mean squared norm left out", cc.GradSkip)
-	}
-	return out
+	return s.Run.Compress.Describe(s.Run.Epochs)
 }
 
 func (j *job) newReporter(info *Info, ck *checkpointer) (*reporter, error) {

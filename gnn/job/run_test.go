@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/data/datafile"
 	"github.com/gnn-spmd/gnn-spmd/data/gen"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
@@ -106,7 +108,7 @@ func TestThreadsBitIdentical(t *testing.T) {
 			s := DefaultSpec()
 			s.Data, s.Ranks, s.Threads, s.Run.Epochs, s.Run.Hidden, s.Run.Dropout = data, ranks, threads, 4, 300, 0.2
 			if ranks > 1 {
-				s.Run.Codec, s.Run.Schedule = "quant", "varco"
+				s.Run.Compress.Fwd, s.Run.Compress.Bwd, s.Run.Compress.Schedule = codec.KindQuant, codec.KindQuant, compress.ScheduleVarco
 			}
 			rec := &recorder{}
 			if err := Run(s, Env{Observer: rec}); err != nil {
@@ -125,56 +127,47 @@ func TestThreadsBitIdentical(t *testing.T) {
 	}
 }
 
-// The run header says what the halo traffic is, and where the device
-// leaves the recommended quant setting without residual coding.
+// The run header says what the halo traffic is.
 func TestCommunicationLine(t *testing.T) {
-	spec := func(device string, flags func(*Spec)) *Spec {
+	spec := func(preset string, noComm bool) *Spec {
 		s := DefaultSpec()
-		s.Device = device
-		if flags != nil {
-			flags(&s)
-		}
-		s.Run.CompressConfig = s.Run.WithResidualResolved(device == "cpu") // as Validate resolves it
+		s.Run.Compress, s.NoComm = compress.MustPreset(preset), noComm
 		return &s
 	}
-	quant := func(s *Spec) { s.Run.Codec = "quant" }
 	for _, c := range []struct {
-		name string
 		s    *Spec
 		want string
 	}{
-		{"full", spec("cpu", nil), "full communication"},
-		{"no-comm", spec("cpu", func(s *Spec) { s.NoComm = true }), "no communication (cut edges dropped)"},
-		{"recommended-cpu", spec("cpu", quant), "halo compression quant forward, quant backward, schedule fixed(r=16) (gradients at 1 bit), residual coding of the activations (rows skipped below 0.02 of their size), rows narrower than 64 values sharing headers, gradient rows below 0.1 of the mean squared norm left out"},
-		{"recommended-cuda", spec("cuda", quant), "halo compression quant forward, quant backward, schedule fixed(r=16) (gradients at 1 bit), no residual coding, gradient row skipping or shared row headers (the CUDA exchange does not implement them yet; on --device cpu the recommended setting uses all three)"},
-		{"varco-cuda", spec("cuda", func(s *Spec) { quant(s); s.Run.Schedule = "varco" }), "halo compression quant forward, quant backward, schedule varco(rmax=128,rmin=1.5,slope=5,T=300)"},
+		{spec(compress.PresetNone, false), "full communication"},
+		{spec(compress.PresetNone, true), "no communication (cut edges dropped)"},
+		{spec(compress.PresetRecommended, false), "halo compression quant forward, quant backward, schedule fixed(r=16) (gradients at 1 bit), residual coding of the activations (rows skipped below 0.02 of their size), rows narrower than 64 values sharing headers, gradient rows below 0.1 of the mean squared norm left out"},
 	} {
 		if got := communication(c.s); got != c.want {
-			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+			t.Errorf("got %q\nwant %q", got, c.want)
 		}
 	}
 }
 
-// TestHostOnlyCompression: on a GPU the recommended setting resolves to
-// what the CUDA exchange implements, and a flag asking for a host-only part
-// (residual coding, gradient row skipping, shared row headers) is refused
-// by name; on the CPU all of them run.
-func TestHostOnlyCompression(t *testing.T) {
+// TestDeviceRuns: a plan runs on a GPU only where the CUDA exchange
+// implements every part of it (no part is dropped there); on the CPU all
+// of them run.
+func TestDeviceRuns(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		set  func(c *gnn.CompressConfig)
+		edit func(p *compress.Plan)
 		want string // the error's start on cuda, "" for none
 	}{
-		{"recommended", func(c *gnn.CompressConfig) {}, ""},
-		{"residual", func(c *gnn.CompressConfig) { c.Residual = "forward" }, "train: --residual forward:"},
-		{"grad-skip", func(c *gnn.CompressConfig) { c.GradSkip = 0.1 }, "train: --grad-skip 0.1:"},
-		{"group-width", func(c *gnn.CompressConfig) { c.GroupWidth = 64 }, "train: --group-width 64:"},
+		{"recommended", func(p *compress.Plan) {}, "train: residual coding (--residual forward) runs on --device cpu only"},
+		{"grad-skip", func(p *compress.Plan) { p.Residual, p.ResidualSkip = compress.ResidualOff, 0 }, "train: gradient row skipping (--grad-skip 0.1)"},
+		{"group-width", func(p *compress.Plan) { p.Residual, p.ResidualSkip, p.GradSkip = compress.ResidualOff, 0, 0 }, "train: shared row headers (--group-width 64)"},
+		{"plain", func(p *compress.Plan) {
+			p.Residual, p.ResidualSkip, p.GradSkip, p.GroupWidth = compress.ResidualOff, 0, 0, 0
+		}, ""},
 	} {
 		for _, device := range []string{"cpu", "cuda"} {
-			cc := gnn.DefaultCompressConfig()
-			cc.Codec = "quant"
-			c.set(&cc)
-			err := hostOnly(cc.WithResidualResolved(device == "cpu"), device)
+			p := compress.MustPreset(compress.PresetRecommended)
+			c.edit(&p)
+			err := deviceRuns(&p, device)
 			switch want := map[string]string{"cpu": "", "cuda": c.want}[device]; {
 			case want == "" && err != nil:
 				t.Errorf("%s on %s: %v", c.name, device, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 )
 
 // Spec is one training run as a user asks for it. Run holds what fixes its
@@ -80,8 +81,7 @@ func specErrorf(format string, args ...any) error {
 	return &SpecError{Msg: fmt.Sprintf(format, args...)}
 }
 
-// Validate checks s and fills CodecBwd from Codec (so that a checkpoint
-// records the codec actually used).
+// Validate checks s.
 func (s *Spec) Validate() error {
 	switch {
 	case s.Data == "" && s.Parts == "":
@@ -115,32 +115,21 @@ func (s *Spec) Validate() error {
 	case s.CommTimeout < 0:
 		return specErrorf("train: --comm-timeout: got %v, expected >= 0 (0 = never)", s.CommTimeout)
 	}
-	s.Run.CodecBwd = s.Run.Backward()
-	s.Run.CompressConfig = s.Run.WithResidualResolved(s.Device == "cpu")
-	if err := hostOnly(s.Run.CompressConfig, s.Device); err != nil {
-		return err
-	}
 	if err := s.Run.Validate(); err != nil {
 		return specErrorf("train: %v", err)
+	}
+	if err := deviceRuns(&s.Run.Compress, s.Device); err != nil {
+		return err
 	}
 	_, err := s.transport()
 	return err
 }
 
-// hostOnly refuses, on a device other than the CPU, the compression parts
-// that only host exchanges implement; c has its defaults resolved for
-// that device (WithResidualResolved), so only what a flag asked remains.
-func hostOnly(c gnn.CompressConfig, device string) error {
-	if device == "cpu" {
-		return nil
-	}
-	switch {
-	case c.Residual == "on" || c.Residual == "forward":
-		return specErrorf("train: --residual %s: residual coding runs on --device cpu only (the CUDA exchange does not implement it yet)", c.Residual)
-	case c.GradSkip > 0:
-		return specErrorf("train: --grad-skip %g: gradient row skipping runs on --device cpu only (the CUDA exchange does not implement it yet)", c.GradSkip)
-	case c.GroupWidth > 0:
-		return specErrorf("train: --group-width %d: shared row headers run on --device cpu only (the CUDA exchange does not implement them yet)", c.GroupWidth)
+// deviceRuns refuses a plan that the device's exchange does not implement
+// in full: a plan runs the same algorithm on every device, or not at all.
+func deviceRuns(p *compress.Plan, device string) error {
+	if part := p.HostOnly(); part != "" && device != "cpu" {
+		return specErrorf("train: %s runs on --device cpu only: the CUDA exchange does not implement it yet (--codec quant --ratio 16 --bits-bwd 1 is the recommended setting without it)", part)
 	}
 	return nil
 }

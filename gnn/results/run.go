@@ -42,7 +42,7 @@ type Run struct {
 	Seconds  float64 // the summary's wall time of the run
 	// confirmed is the summary of a run whose epochs' accuracies were read
 	// under compression and whose best epochs were evaluated at full
-	// precision at its end (gnn.EvalConfirm); nil otherwise.
+	// precision at its end (compress.EvalConfirm); nil otherwise.
 	confirmed *metrics.Summary
 	// bestVal[i] is the index of the highest val_acc among the evaluated
 	// Points[0..i], the earliest on ties (-1 before the first evaluated

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // UsageError marks an error in the command line itself.
@@ -75,11 +76,21 @@ func Report(program string, err error, stderr io.Writer) int {
 }
 
 // FlagSet is a flag set that stays silent while parsing: parse errors come
-// back as one line through Report, and only --help prints the flag list.
+// back as one line through Report, and only --help prints the flag list,
+// in sections where the command has them (Section).
 type FlagSet struct {
 	*flag.FlagSet
-	program string
-	help    func()
+	program, synopsis string
+	stderr            io.Writer
+	sections          []section
+	helpAll           bool
+}
+
+// section is a heading of --help and the flags under it.
+type section struct {
+	title  string
+	expert bool // listed by --help-all only
+	names  []string
 }
 
 // NewFlags is the flag set of subcommand name of program.
@@ -87,11 +98,69 @@ func NewFlags(program, name, synopsis string, stderr io.Writer) *FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	return &FlagSet{FlagSet: fs, program: program, help: func() {
-		fs.SetOutput(stderr)
-		fmt.Fprintf(stderr, "usage: %s %s\n", program, synopsis)
+	return &FlagSet{FlagSet: fs, program: program, synopsis: synopsis, stderr: stderr}
+}
+
+// Section lists the named flags, in that order, under title in --help; an
+// expert section's flags are listed by --help-all only, which the first
+// call adds.
+func (fs *FlagSet) Section(title string, expert bool, names ...string) {
+	if fs.sections == nil {
+		fs.BoolVar(&fs.helpAll, "help-all", false, "list every flag, the expert ones too")
+	}
+	fs.sections = append(fs.sections, section{title: title, expert: expert, names: names})
+}
+
+// Unsectioned lists the flags that no section names (--help-all aside),
+// for a test that keeps --help complete.
+func (fs *FlagSet) Unsectioned() []string {
+	named := map[string]bool{"help-all": true}
+	for _, sec := range fs.sections {
+		for _, n := range sec.names {
+			named[n] = true
+		}
+	}
+	var out []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if !named[f.Name] {
+			out = append(out, f.Name)
+		}
+	})
+	return out
+}
+
+// help prints the synopsis and the flags: every flag in name order for a
+// command without sections, else the sections (the expert ones with all).
+func (fs *FlagSet) help(all bool) {
+	w := fs.stderr
+	fmt.Fprintf(w, "usage: %s %s\n", fs.program, fs.synopsis)
+	if fs.sections == nil {
+		fs.SetOutput(w)
 		fs.PrintDefaults()
-	}}
+		return
+	}
+	hidden := 0
+	for _, sec := range fs.sections {
+		if sec.expert && !all {
+			hidden += len(sec.names)
+			continue
+		}
+		fmt.Fprintf(w, "\n%s:\n", sec.title)
+		for _, n := range sec.names {
+			f := fs.Lookup(n)
+			name, usage := flag.UnquoteUsage(f)
+			if name != "" {
+				name = " " + name
+			}
+			if d := f.DefValue; d != "" && d != "0" && d != "false" && !strings.Contains(usage, "(default") {
+				usage += fmt.Sprintf(" (default %s)", d)
+			}
+			fmt.Fprintf(w, "  %-24s %s\n", "--"+f.Name+name, usage)
+		}
+	}
+	if hidden > 0 {
+		fmt.Fprintf(w, "\n%s %s --help-all lists %d more flags.\n", fs.program, fs.Name(), hidden)
+	}
 }
 
 // Parse parses args and rejects stray positional arguments.
@@ -109,10 +178,14 @@ func (fs *FlagSet) Parse(args []string) error {
 func (fs *FlagSet) ParseFlagsOnly(args []string) error {
 	if err := fs.FlagSet.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.help()
+			fs.help(false)
 			return err
 		}
 		return Usagef("%s: %v (see %s %s --help)", fs.Name(), err, fs.program, fs.Name())
+	}
+	if fs.helpAll {
+		fs.help(true)
+		return flag.ErrHelp
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package gnn
+package compress
 
 import (
 	"math"

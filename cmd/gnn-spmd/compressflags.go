@@ -1,0 +1,154 @@
+package main
+
+import (
+	"flag"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
+)
+
+// compressFlags are --compress, a preset, and the expert flags that each
+// replace one field of the preset's plan, whatever their order on the
+// command line: the plan is the preset with exactly the fields given
+// changed, and nothing else follows from one of them.
+type compressFlags struct {
+	preset string
+	edits  map[string]func(*compress.Plan)
+}
+
+// compressExpert are the expert flags, in the order --help-all lists them.
+var compressExpert = []string{"codec", "codec-bwd", "schedule", "ratio", "ratio-max", "ratio-min", "slope", "kappa",
+	"bits-bwd", "residual", "residual-skip", "grad-skip", "group-width", "raw-last-layer", "cache-input", "eval"}
+
+func (c *compressFlags) register(fs *flag.FlagSet) {
+	c.edits = map[string]func(*compress.Plan){}
+	fs.StringVar(&c.preset, "compress", compress.PresetNone, "halo compression: none, recommended (about 4% of the bytes), or authors (the VARCO authors' setting)")
+	edit := func(name, usage string, parse func(string) (func(*compress.Plan), error)) {
+		fs.Func(name, usage, func(v string) error {
+			e, err := parse(v)
+			if err == nil {
+				c.edits[name] = e
+			}
+			return err
+		})
+	}
+	kind := func(set func(*compress.Plan, codec.Kind)) func(string) (func(*compress.Plan), error) {
+		return func(v string) (func(*compress.Plan), error) {
+			k, err := codec.ParseKind(v)
+			return func(p *compress.Plan) { set(p, k) }, err
+		}
+	}
+	number := func(set func(*compress.Plan, float64)) func(string) (func(*compress.Plan), error) {
+		return func(v string) (func(*compress.Plan), error) {
+			x, err := strconv.ParseFloat(v, 64)
+			return func(p *compress.Plan) { set(p, x) }, err
+		}
+	}
+	integer := func(set func(*compress.Plan, int)) func(string) (func(*compress.Plan), error) {
+		return func(v string) (func(*compress.Plan), error) {
+			n, err := strconv.Atoi(v)
+			return func(p *compress.Plan) { set(p, n) }, err
+		}
+	}
+	boolean := func(name, usage string, set func(*compress.Plan, bool)) {
+		fs.BoolFunc(name, usage, func(v string) error {
+			b, err := strconv.ParseBool(v)
+			if err == nil {
+				c.edits[name] = func(p *compress.Plan) { set(p, b) }
+			}
+			return err
+		})
+	}
+	edit("codec", "codec of the activations: none, trunc (leading columns) or quant (stochastic b-bit); also of the gradients unless --codec-bwd",
+		kind(func(p *compress.Plan, k codec.Kind) { p.Fwd = k }))
+	edit("codec-bwd", "codec of the gradients returned to the rows' owners: none, trunc or quant",
+		kind(func(p *compress.Plan, k codec.Kind) { p.Bwd = k }))
+	edit("schedule", "rate over epochs: fixed (--ratio), varco (--ratio-max down to --ratio-min, --slope) or adaptive (--kappa; docs/VARCO.md)",
+		func(v string) (func(*compress.Plan), error) {
+			s, err := compress.ParseSchedule(v)
+			return func(p *compress.Plan) { p.Schedule = s }, err
+		})
+	edit("ratio", "fixed: the rate r >= 1 (quant: 32/r bits per value; trunc: 1/r of the columns)", number(func(p *compress.Plan, x float64) { p.Ratio = x }))
+	edit("ratio-max", "varco and adaptive: the first epoch's rate (default 128)", number(func(p *compress.Plan, x float64) { p.RatioMax = x }))
+	edit("ratio-min", "varco: the last rate (default 1.5)", number(func(p *compress.Plan, x float64) { p.RatioMin = x }))
+	edit("slope", "varco: s in r(t) = max(rmax - s*t*(rmax-rmin)/(T-2), rmin) (default 5)", number(func(p *compress.Plan, x float64) { p.Slope = x }))
+	edit("kappa", "adaptive: the relative halo error allowed at the largest gradient norm (default 2)", number(func(p *compress.Plan, x float64) { p.Kappa = x }))
+	edit("bits-bwd", "quant bits of the returned gradients on every compressed layer (0: from the layer's rate)", integer(func(p *compress.Plan, n int) { p.BitsBwd = n }))
+	edit("residual", "residual coding with error feedback: on (activations and gradients), forward (activations) or off",
+		func(v string) (func(*compress.Plan), error) {
+			r, err := compress.ParseResidual(v)
+			return func(p *compress.Plan) { p.Residual = r }, err
+		})
+	edit("residual-skip", "with residual coding: leave out a row whose residual is at most this fraction of its largest value (0: send every row)", number(func(p *compress.Plan, x float64) { p.ResidualSkip = x }))
+	edit("grad-skip", "leave out of the lossy backward exchanges a gradient row whose squared norm is below this fraction of its message's mean (0: none)", number(func(p *compress.Plan, x float64) { p.GradSkip = x }))
+	edit("group-width", "quant rows of a layer narrower than this many values share one header per ceil(this/width) rows (0: a header per row)", integer(func(p *compress.Plan, n int) { p.GroupWidth = n }))
+	boolean("raw-last-layer", "send the last layer's rows raw whatever the schedule, as the VARCO authors' code does", func(p *compress.Plan, b bool) { p.RawLastLayer = b })
+	boolean("cache-input", "without dropout, send the first layer's input once, raw, and keep its aggregation (by default it crosses every epoch, through the codec, as in the VARCO authors' code)", func(p *compress.Plan, b bool) { p.CacheInput = b })
+	edit("eval", "how a compressed run measures accuracy: confirm (from the training pass; the best epoch's and the final parameters at full precision after the last epoch), exact (a raw pass every epoch) or compressed (the VARCO authors')",
+		func(v string) (func(*compress.Plan), error) {
+			e, err := compress.ParseEval(v)
+			return func(p *compress.Plan) { p.Eval = e }, err
+		})
+}
+
+// scheduleKnobs are the flags that apply to some schedules only.
+var scheduleKnobs = map[string][]compress.ScheduleKind{
+	"ratio":     {compress.ScheduleFixed},
+	"ratio-max": {compress.ScheduleVarco, compress.ScheduleAdaptive},
+	"ratio-min": {compress.ScheduleVarco},
+	"slope":     {compress.ScheduleVarco},
+	"kappa":     {compress.ScheduleAdaptive},
+}
+
+// plan is the preset with the expert flags' fields replaced, checked: a
+// schedule's knob given for another schedule, and a lossy codec at rate 1
+// (which sends every row raw), are usage errors.
+func (c *compressFlags) plan() (compress.Plan, error) {
+	p, err := compress.Preset(c.preset)
+	if err != nil {
+		return p, cli.Usagef("train: --%v", err)
+	}
+	for _, name := range compressExpert {
+		if e, ok := c.edits[name]; ok {
+			e(&p)
+		}
+	}
+	if _, ok := c.edits["codec"]; ok {
+		if _, bwd := c.edits["codec-bwd"]; !bwd {
+			p.Bwd = p.Fwd
+		}
+	}
+	for _, name := range compressExpert {
+		kinds, knob := scheduleKnobs[name]
+		if _, given := c.edits[name]; !given || !knob {
+			continue
+		}
+		if !slices.Contains(kinds, p.Schedule) {
+			return p, cli.Usagef("train: --%s applies to --schedule %s; the schedule is %s (%s)", name, joinKinds(kinds), p.Schedule, c.scheduleSource())
+		}
+	}
+	if p.Enabled() && p.Schedule == compress.ScheduleFixed && p.Ratio == 1 {
+		return p, cli.Usagef("train: --codec %s at rate 1 sends every row raw: choose a rate (--ratio) or a preset (--compress recommended)", p.Fwd)
+	}
+	return p, nil
+}
+
+// scheduleSource says where the plan's schedule came from.
+func (c *compressFlags) scheduleSource() string {
+	if _, ok := c.edits["schedule"]; ok {
+		return "--schedule"
+	}
+	return "--compress " + c.preset
+}
+
+func joinKinds(kinds []compress.ScheduleKind) string {
+	s := make([]string, len(kinds))
+	for i, k := range kinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, " or ")
+}

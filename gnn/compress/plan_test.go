@@ -1,0 +1,117 @@
+package compress
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gnn-spmd/gnn-spmd/comm/codec"
+	"github.com/gnn-spmd/gnn-spmd/comm/halo"
+)
+
+// TestPresets: every preset is valid, says what it runs, and the
+// recommended one hands the exchange residual coding of the activations
+// with its row skip and the gradient row skip.
+func TestPresets(t *testing.T) {
+	for name, want := range map[string]string{
+		PresetNone:        "full communication",
+		PresetRecommended: "halo compression quant forward, quant backward, schedule fixed(r=16) (gradients at 1 bit), residual coding of the activations (rows skipped below 0.02 of their size), rows narrower than 64 values sharing headers, gradient rows below 0.1 of the mean squared norm left out",
+		PresetAuthors:     "halo compression trunc forward, trunc backward, schedule varco(rmax=128,rmin=1.5,slope=5,T=80), last layer raw, evaluation compressed",
+	} {
+		p, err := Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Validate(80); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if got := p.Describe(80); got != want {
+			t.Errorf("%s:\n got %q\nwant %q", name, got, want)
+		}
+	}
+	rec := MustPreset(PresetRecommended)
+	if got, want := rec.HaloResidual(), (halo.Residual{Forward: true, Skip: 0.02, SkipGrad: 0.1}); got != want {
+		t.Errorf("recommended: the exchange gets %+v, want %+v", got, want)
+	}
+	if !rec.Confirms() || !rec.CodesResiduals() || rec.ExactEval() || rec.HostOnly() == "" {
+		t.Errorf("recommended: confirms %v, residuals %v, exact evaluation %v, host-only part %q", rec.Confirms(), rec.CodesResiduals(), rec.ExactEval(), rec.HostOnly())
+	}
+	if none := MustPreset(PresetNone); none.Enabled() || none.Confirms() || none.HostOnly() != "" || none.HaloResidual().Any() {
+		t.Errorf("none: %+v compresses", none)
+	}
+	if _, err := Preset("best"); err == nil || !strings.Contains(err.Error(), "expected none, recommended, authors") {
+		t.Errorf("an unknown preset: %v", err)
+	}
+}
+
+// TestValidate names the setting at fault.
+func TestValidate(t *testing.T) {
+	quant := func(edit func(p *Plan)) Plan {
+		p := MustPreset(PresetNone)
+		p.Fwd, p.Bwd, p.Ratio = codec.KindQuant, codec.KindQuant, 16
+		edit(&p)
+		return p
+	}
+	for _, c := range []struct {
+		plan Plan
+		want string // "" for valid
+	}{
+		{quant(func(p *Plan) {}), ""},
+		{quant(func(p *Plan) { p.Residual = ResidualOn; p.ResidualSkip = 0.05 }), ""},
+		{quant(func(p *Plan) { p.Ratio = 0.5 }), "ratio: got 0.5"},
+		{quant(func(p *Plan) { p.Schedule = ScheduleVarco; p.RatioMin = 0.5 }), "ratio-min: got 0.5"},
+		{quant(func(p *Plan) { p.Schedule = ScheduleAdaptive; p.Kappa = 0 }), "kappa: got 0"},
+		{quant(func(p *Plan) { p.Fwd = codec.KindNone; p.Schedule = ScheduleAdaptive }), "codec: the adaptive schedule needs quant or trunc"},
+		{quant(func(p *Plan) { p.Schedule = "sometimes" }), `schedule: got "sometimes"`},
+		{quant(func(p *Plan) { p.Eval = "never" }), `eval: got "never"`},
+		{quant(func(p *Plan) { p.Residual = "sometimes" }), `residual: got "sometimes"`},
+		{func() Plan { p := MustPreset(PresetNone); p.Residual = ResidualOn; return p }(), "residual: on needs a codec"},
+		{quant(func(p *Plan) { p.Residual = ResidualOn; p.ResidualSkip = 1 }), "residual-skip: got 1"},
+		{quant(func(p *Plan) { p.Residual = ResidualOn; p.ResidualSkip = math.NaN() }), "residual-skip: got NaN"},
+		{quant(func(p *Plan) { p.ResidualSkip = 0.1 }), "residual-skip: got 0.1, but residual coding is off"},
+		{quant(func(p *Plan) { p.GradSkip = 1.5 }), "grad-skip: got 1.5"},
+		{quant(func(p *Plan) { p.GradSkip = math.NaN() }), "grad-skip: got NaN"},
+		{quant(func(p *Plan) { p.Bwd = codec.KindNone; p.GradSkip = 0.1 }), "grad-skip: the gradients go raw"},
+		{quant(func(p *Plan) { p.BitsBwd = 9 }), "bits-bwd: got 9"},
+		{quant(func(p *Plan) { p.Bwd = codec.KindTrunc; p.BitsBwd = 1 }), "bits-bwd: the gradients' codec is trunc"},
+		{quant(func(p *Plan) { p.GroupWidth = -2 }), "group-width: got -2"},
+		{quant(func(p *Plan) { p.GroupWidth = codec.MaxGroup + 1 }), "group-width: got 4097"},
+	} {
+		err := c.plan.Validate(10)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v: %v", c.plan, err)
+		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
+			t.Errorf("%+v: %v, want an error starting %q", c.plan, err, c.want)
+		}
+	}
+}
+
+// TestCodecs: a layer's codecs share headers where its rows are narrower
+// than the group width, the gradients take BitsBwd, and the last layer goes
+// raw with RawLastLayer.
+func TestCodecs(t *testing.T) {
+	for _, tc := range [][3]int{{64, 5, 13}, {64, 32, 2}, {64, 33, 2}, {64, 64, 1}, {64, 200, 1}, {0, 5, 1}, {64, 0, 1}} {
+		if got := GroupFor(tc[0], tc[1]); got != tc[2] {
+			t.Errorf("GroupFor(%d, %d) = %d, want %d", tc[0], tc[1], got, tc[2])
+		}
+	}
+	p := MustPreset(PresetRecommended)
+	fwd, bwd, bits := make([]codec.Spec, 3), make([]codec.Spec, 3), make([]int, 3)
+	if err := p.Codecs([]float64{16, 16, 16}, []int{64, 32, 5}, fwd, bwd, bits); err != nil {
+		t.Fatal(err)
+	}
+	for l, g := range []int{1, 2, 13} {
+		if fwd[l].Group() != g || bwd[l].Group() != g || fwd[l].Bits() != 2 || bwd[l].Bits() != 1 || bits[l] != 2 {
+			t.Errorf("layer %d: %s forward, %s backward (%d bits reported), want 2 and 1 bits and %d rows per header", l, fwd[l].Name(), bwd[l].Name(), bits[l], g)
+		}
+	}
+	p.RawLastLayer = true
+	rates := []float64{16, 16, 16}
+	if err := p.Codecs(rates, []int{64, 32, 5}, fwd, bwd, bits); err != nil {
+		t.Fatal(err)
+	}
+	if rates[2] != 1 || !fwd[2].Raw() || !bwd[2].Raw() || bits[2] != 32 {
+		t.Errorf("raw last layer: rate %v, %s forward, %s backward, %d bits", rates[2], fwd[2].Name(), bwd[2].Name(), bits[2])
+	}
+}
