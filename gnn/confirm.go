@@ -160,11 +160,10 @@ func (t *Trainer) confirmBest(s *metrics.Summary) error {
 		final[i] = dev.NewMat(p.Rows, p.Cols)
 		dev.Copy(final[i], p.w)
 	}
-	t.setCodecs(t.raw, t.raw)
-	if err := t.setResidual(false); err != nil {
+	if err := t.exchangeAs(t.raw, t.raw, false); err != nil {
 		return err
 	}
-	m.ShareSelfTerm, m.self0Valid, m.y0Valid = false, false, false
+	m.first.forgetPassState()
 	if t.Halo != nil {
 		t.Halo.Meter().Reset()
 	}
@@ -200,7 +199,7 @@ func (t *Trainer) confirmBest(s *metrics.Summary) error {
 	}
 	s.FinalTestAcc = r.test
 	s.ConfirmBytes = int64(bytes + r.bytes)
-	m.y0Valid = false
+	m.first.forgetPassState()
 	return nil
 }
 
@@ -218,9 +217,7 @@ func (t *Trainer) confirmPass(w []*kernels.Mat) (confirmResult, error) {
 	for i, p := range m.Params {
 		m.dev.Copy(p.w, w[i])
 	}
-	m.exactPass = true
-	logits, err := m.Forward(t.Halo, false, t.Config.Epochs)
-	m.exactPass = false
+	logits, err := m.Forward(t.Halo, Pass{Epoch: t.Config.Epochs, Exact: true})
 	if err != nil {
 		return confirmResult{}, fmt.Errorf("confirming pass: %w", err)
 	}

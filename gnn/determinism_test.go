@@ -80,7 +80,7 @@ func TestFirstAggregationOnce(t *testing.T) {
 				t.Fatal("the first layer projects first: the test needs it to aggregate its input")
 			}
 			if fresh {
-				m.z0 = false
+				m.first.ownAggregate = false
 			}
 		})
 		return out, dev.Bytes[kernels.Aggregation]

@@ -152,19 +152,19 @@ func sameTraining(t *testing.T, got, want []metrics.Epoch, q int) {
 	}
 }
 
-// inputCached is whether a distributed run of epochs epochs, evaluating
+// exactInputKept is whether a distributed run of epochs epochs, evaluating
 // every epoch at full precision, exchanges the first layer's exact input once
-// (Model.cacheExactInput, on the host) instead of every evaluation.
-func inputCached(mc ModelConfig, sends int) bool {
+// (Model.exchangeExactInput, on the host) instead of every evaluation.
+func exactInputKept(mc ModelConfig, sends int) bool {
 	d := mc.Dims()
 	return mc.Model != "gat" && (d[1] >= d[0] || d[0] < d[1]*sends)
 }
 
 // trainInputCached reports whether a distributed run of mc over epochs
 // with --cache-input caches the first layer's input for training too
-// (Model.CacheInput): a forward and a backward exchange per epoch saved.
+// (Model.CacheTrainingInput): a forward and a backward exchange per epoch saved.
 func trainInputCached(mc ModelConfig, epochs int) bool {
-	return mc.Dropout == 0 && inputCached(mc, 2*epochs)
+	return mc.Dropout == 0 && exactInputKept(mc, 2*epochs)
 }
 
 // TestEvalInputCachedOnce: where the evaluation passes run at full
@@ -364,7 +364,7 @@ func TestDistributedEqualsSingle(t *testing.T) {
 								t.Errorf("layer %d: counted %d/%d bytes fwd/bwd, analytic %d/%d", l, last.BytesFwdLayer[l], last.BytesBwdLayer[l], wantFwd, wantBwd)
 							}
 							wantEval := int64(0)
-							if mc.Dropout > 0 && (l > 0 || !inputCached(mc, epochs)) {
+							if mc.Dropout > 0 && (l > 0 || !exactInputKept(mc, epochs)) {
 								wantEval = wantFwd
 							}
 							if last.BytesEvalLayer[l] != wantEval {

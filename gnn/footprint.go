@@ -14,8 +14,8 @@ package gnn
 // every layer's rows, both directions) and its scratch; with exactEval
 // (evaluation passes at full precision in a distributed run) or
 // cachedInput (the training passes read the input cached too,
-// Model.CacheInput), the first layer's cached exact input
-// (Model.cacheExactInput) where it is not the layer's z, the matrix its one
+// Model.CacheTrainingInput), the first layer's cached exact input
+// (Model.exchangeExactInput) where it is not the layer's z, the matrix its one
 // exchange fills and, for SAGE evaluated apart from an uncached training
 // pass, the first layer's shared self term. With confirm (EvalConfirm) it
 // adds the kept parameters of the best epochs and the final ones' copy.
@@ -92,7 +92,7 @@ func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, ex
 		}
 	}
 	if exactEval && cfg.Model == "sage" && !trainCache {
-		floats += own * float64(dims[1]) // the shared self term (Model.self0)
+		floats += own * float64(dims[1]) // the shared self term (firstLayer.self)
 	}
 	floats += own * float64(cfg.Classes) // dlogits
 	floats += 2 * scratch

@@ -50,7 +50,7 @@ func randomDataset(t testing.TB, n, f, c int, seed uint64) *data.Dataset {
 // and returns the normalised loss; with grad set it also backpropagates.
 func lossAt(t *testing.T, m *Model, grad bool) float64 {
 	t.Helper()
-	logits, err := m.Forward(nil, true, 7)
+	logits, err := m.Forward(nil, Pass{Train: true, Epoch: 7})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,7 @@ func (m *Model) SyncToHost() {
 // SyncToDevice copies the host slices of the parameters and Adam moments
 // to the device (a no-op on the CPU), after a restore.
 func (m *Model) SyncToDevice() {
-	m.self0Valid = false // new weights
+	m.first.forgetPassState() // new weights
 	for _, p := range m.Params {
 		m.dev.Upload(p.w, p.W)
 		m.dev.Upload(p.m, p.M)
@@ -205,105 +205,8 @@ type Model struct {
 	rows    rowSpMM // dev, when it can aggregate a subset of rows
 	split   *split
 	gat     *gatModel // GAT's layers (nil for the other models)
-	// z0 is set once the first layer's z holds A x for good: in a run of
-	// one rank without dropout its input never changes, so one aggregation
-	// serves every epoch (the backward never writes that z). Ranks of a
-	// distributed run take part in every exchange, so they aggregate anew.
-	z0 bool
-	// exactZ0 is A x of the first layer over the exact input features,
-	// halo rows included, for the evaluation passes of a distributed run
-	// whose exchange is raw (exactPass): the features never change, so they
-	// cross once (cacheExactInput) instead of every epoch. nil until then.
-	exactZ0   *kernels.Mat
-	exactPass bool
-	// inputCached: the training passes read exactZ0 too (CacheInput), and
-	// the first layer exchanges nothing, forward or backward.
-	inputCached bool
-	// y0Valid: the first layer's output holds what the training pass would
-	// compute, written by an evaluation pass at the same weights over the
-	// cached input; the training pass that follows skips that layer.
-	y0Valid bool
-	// self0 is the first layer's self term X Ws over the owned rows (SAGE),
-	// computed by an evaluation pass and kept for the training pass that
-	// follows it with the same weights, where ShareSelfTerm is set: the
-	// input does not change without dropout, so the two passes need one
-	// product. self0Valid: it holds the current weights' term.
-	self0      *kernels.Mat
-	self0Valid bool
-	// ShareSelfTerm turns that on (Trainer.Epoch: an evaluation pass of its
-	// own, no dropout).
-	ShareSelfTerm bool
-}
-
-// cachesExactInput reports whether cacheExactInput applies: not to GAT,
-// whose first layer attends over projected rows, and where the first layer
-// projects first, only on the host (the one-time exchange needs a matrix
-// as wide as the features, which a GPU would keep).
-func (m *Model) cachesExactInput() bool {
-	return m.gat == nil && (!m.layers[0].projectFirst || m.dev.Host())
-}
-
-// cacheExactInput exchanges the first layer's input features raw and keeps
-// their aggregation for the evaluation passes at full precision (exactPass),
-// once; x must be set to raw codecs for layer 0. A first layer that projects
-// first would otherwise send rows of its output width per evaluation (each
-// of the sends, those passes' exchanges of that layer): the features,
-// wider, go only where they would send more. It returns whether it
-// exchanged anything.
-//
-// With training set the training passes read it too (CacheInput): it goes
-// into the first layer's z, which then never changes, where there is one.
-func (m *Model) cacheExactInput(x halo.Exchanger, sends int, training bool) (bool, error) {
-	if m.exactZ0 != nil || x == nil || !m.cachesExactInput() {
-		return false, nil
-	}
-	ly := m.layers[0]
-	if ly.projectFirst && ly.in >= ly.out*sends {
-		return false, nil
-	}
-	d, v := m.dev, m.view
-	own := v.NumOwned
-	in := ly.x
-	if ly.projectFirst {
-		in = d.NewMat(own+v.NumHalo, ly.in)
-	}
-	if ly.projectFirst || m.Config.Dropout > 0 {
-		// Else the owned rows are the features already (NewModel).
-		d.Copy(in.View(0, own), m.features)
-	}
-	if err := x.Forward(0, in); err != nil {
-		return false, fmt.Errorf("layer 0 forward halo exchange of the input features: %w", err)
-	}
-	z := ly.z
-	if z == nil || !training {
-		z = d.NewMat(own, ly.in)
-	}
-	d.SpMM(v.Adj, in, z, false)
-	m.exactZ0 = z
-	return true, nil
-}
-
-// CacheInput has the training passes, like the evaluation passes, read the
-// first layer's aggregation of the exact input, exchanged once
-// (cacheExactInput) where that applies: the input never changes without
-// dropout, so a distributed run need not send it, raw or compressed, every
-// epoch, and where the layer projects first its gradient rows need not
-// return either. sends is the layer's exchanges over the run if it were not
-// cached (cacheExactInput); x must be set to raw codecs for layer 0. It
-// returns whether it exchanged anything.
-func (m *Model) CacheInput(x halo.Exchanger, sends int) (bool, error) {
-	if m.inputCached || m.Config.Dropout > 0 {
-		return false, nil
-	}
-	did, err := m.cacheExactInput(x, sends, true)
-	if err != nil || m.exactZ0 == nil {
-		return did, err
-	}
-	m.inputCached = true
-	if ly := m.layers[0]; ly.projectFirst {
-		ly.p = nil // the projection's rows, halo included, are not needed
-	}
-	return did, nil
+	// first is what the first layer reuses across passes (firstlayer.go).
+	first firstLayer
 }
 
 // NewModel allocates a model for the given rank view, initialised with
@@ -437,93 +340,97 @@ func dropoutSeed(seed uint64, epoch, layer int) uint64 {
 	return rng.Mix64(seed ^ rng.Mix64(uint64(epoch)<<20|uint64(layer)))
 }
 
+// Pass says what a forward pass is for.
+type Pass struct {
+	// Train: a training pass, with dropout, which the backward pass follows.
+	Train bool
+	// Epoch keys the dropout masks.
+	Epoch int
+	// Exact: the exchanges are raw, so the first layer may read the exact
+	// input's kept aggregation (firstlayer.go).
+	Exact bool
+	// ShareSelf: an evaluation pass and the training pass after it, at the
+	// same weights and without dropout, share the first layer's self term.
+	ShareSelf bool
+}
+
 // Forward runs all layers and returns the logits (owned rows x classes).
-// With train set, dropout is applied with masks drawn for this epoch.
-//
 // x exchanges the halo rows (nil for a run of one rank).
-func (m *Model) Forward(x halo.Exchanger, train bool, epoch int) (*kernels.Mat, error) {
+func (m *Model) Forward(x halo.Exchanger, p Pass) (*kernels.Mat, error) {
 	if m.gat != nil {
-		return m.gatForward(x, train, epoch)
+		return m.gatForward(x, p.Train, p.Epoch)
 	}
-	d, v := m.dev, m.view
-	own := v.NumOwned
-	for l, ly := range m.layers {
-		if l == 0 && train && m.y0Valid {
-			m.y0Valid = false
-			continue // the evaluation pass before left its output
-		}
-		// 1. The owned rows of this layer's input.
-		var src *kernels.Mat
+	for l := range m.layers {
+		var err error
 		if l == 0 {
-			src = m.features
+			err = m.forwardFirst(x, p)
 		} else {
-			src = m.layers[l-1].y
+			err = m.forwardLayer(x, l, p)
 		}
-		xOwn := ly.x.View(0, own)
-		switch {
-		case train && m.Config.Dropout > 0:
-			d.Dropout(src, xOwn, ly.mask, m.Config.Dropout, dropoutSeed(m.Config.Seed, epoch, l), v.GlobalIDs)
-		case !ly.inPlace && (l > 0 || m.Config.Dropout > 0):
-			d.Copy(xOwn, src)
-		}
-		// 2. Halo rows from their owners, aggregation and the dense part.
-		// The self term needs no halo row, so it comes first: it runs while
-		// the exchange is in flight.
-		var self func()
-		switch {
-		case ly.isSAGE && l == 0 && m.ShareSelfTerm && (m.self0Valid || !train):
-			self = m.sharedSelf0(xOwn, ly, !m.self0Valid)
-			m.self0Valid = !train // a training pass ends in a step that changes the weights
-		case ly.isSAGE:
-			self = func() { d.Gemm(false, false, 1, xOwn, ly.ws, 0, ly.y) }
-		}
-		if l == 0 && m.exactZ0 != nil && (m.inputCached || !train && m.exactPass) {
-			if self != nil {
-				self()
-			}
-			d.Gemm(false, false, 1, m.exactZ0, ly.wn, b2f(ly.isSAGE), ly.y)
-			m.y0Valid = !train && m.inputCached
-		} else if ly.projectFirst {
-			d.Gemm(false, false, 1, xOwn, ly.wn, 0, ly.p.View(0, own))
-			if err := m.aggregate(x, l, ly.p, ly.y, self); err != nil {
-				return nil, err
-			}
-		} else {
-			if l == 0 && m.z0 {
-				if self != nil {
-					self()
-				}
-			} else {
-				if err := m.aggregate(x, l, ly.x, ly.z, self); err != nil {
-					return nil, err
-				}
-				if l == 0 {
-					m.z0 = m.Config.Dropout == 0 && x == nil
-				}
-			}
-			d.Gemm(false, false, 1, ly.z, ly.wn, b2f(ly.isSAGE), ly.y)
-		}
-		d.AddBias(ly.y, ly.bias.w)
-		if !ly.last {
-			d.ReLU(ly.y, ly.y)
+		if err != nil {
+			return nil, err
 		}
 	}
 	return m.layers[len(m.layers)-1].y, nil
 }
 
-// sharedSelf0 is the first layer's self term as an evaluation pass and the
-// training pass after it share it: it computes X Ws into m.self0 where
-// compute is set, then copies it into the layer's output.
-func (m *Model) sharedSelf0(xOwn *kernels.Mat, ly *layer, compute bool) func() {
-	d := m.dev
-	if m.self0 == nil {
-		m.self0 = d.NewMat(xOwn.Rows, ly.out)
+// forwardLayer is layer l's plain forward pass: its input's owned rows, the
+// self term, the halo exchange and aggregation, the dense part, bias and
+// ReLU.
+func (m *Model) forwardLayer(x halo.Exchanger, l int, p Pass) error {
+	ly, d := m.layers[l], m.dev
+	xOwn := m.layerInput(l, p)
+	var self func()
+	if ly.isSAGE {
+		self = func() { d.Gemm(false, false, 1, xOwn, ly.ws, 0, ly.y) }
 	}
-	return func() {
-		if compute {
-			d.Gemm(false, false, 1, xOwn, ly.ws, 0, m.self0)
+	return m.transformLayer(x, l, xOwn, self)
+}
+
+// layerInput writes the owned rows of layer l's input (after dropout in a
+// training pass) where they are not there already, and returns them.
+func (m *Model) layerInput(l int, p Pass) *kernels.Mat {
+	ly, d, v := m.layers[l], m.dev, m.view
+	src := m.features
+	if l > 0 {
+		src = m.layers[l-1].y
+	}
+	xOwn := ly.x.View(0, v.NumOwned)
+	switch {
+	case p.Train && m.Config.Dropout > 0:
+		d.Dropout(src, xOwn, ly.mask, m.Config.Dropout, dropoutSeed(m.Config.Seed, p.Epoch, l), v.GlobalIDs)
+	case !ly.inPlace && (l > 0 || m.Config.Dropout > 0):
+		d.Copy(xOwn, src)
+	}
+	return xOwn
+}
+
+// transformLayer fills layer l's halo rows from their owners, aggregates
+// and applies the dense part, bias and ReLU. The self term, if set, needs
+// no halo row, so it runs first: while the exchange is in flight.
+func (m *Model) transformLayer(x halo.Exchanger, l int, xOwn *kernels.Mat, self func()) error {
+	ly, d := m.layers[l], m.dev
+	if ly.projectFirst {
+		d.Gemm(false, false, 1, xOwn, ly.wn, 0, ly.p.View(0, m.view.NumOwned))
+		if err := m.aggregate(x, l, ly.p, ly.y, self); err != nil {
+			return err
 		}
-		d.Copy(ly.y, m.self0)
+	} else {
+		if err := m.aggregate(x, l, ly.x, ly.z, self); err != nil {
+			return err
+		}
+		d.Gemm(false, false, 1, ly.z, ly.wn, b2f(ly.isSAGE), ly.y)
+	}
+	m.finishLayer(l)
+	return nil
+}
+
+// finishLayer adds layer l's bias and, but for the last layer, its ReLU.
+func (m *Model) finishLayer(l int) {
+	ly := m.layers[l]
+	m.dev.AddBias(ly.y, ly.bias.w)
+	if !ly.last {
+		m.dev.ReLU(ly.y, ly.y)
 	}
 }
 
@@ -595,8 +502,8 @@ func (m *Model) Backward(x halo.Exchanger, dlogits *kernels.Mat) error {
 			g := dOut
 			selfGrad = func() { d.Gemm(true, false, 1, xOwn, g, 0, ly.gs) }
 		}
-		if l == 0 && m.inputCached {
-			d.Gemm(true, false, 1, m.exactZ0, dOut, 0, ly.gn)
+		if l == 0 && m.first.trains {
+			d.Gemm(true, false, 1, m.first.exact, dOut, 0, ly.gn)
 			if selfGrad != nil {
 				selfGrad()
 			}

@@ -77,11 +77,11 @@ type Trainer struct {
 	// Per-layer codecs of the epoch, reused.
 	fwd, bwd, raw []codec.Spec
 	// evalOnce is the bytes, over all ranks, of the exact input's one
-	// exchange for evaluation (cacheExactInput), for the summary, and
+	// exchange for evaluation (exchangeExactInput), for the summary, and
 	// resumeInput that of the training's (cacheInput) in a resumed run.
 	evalOnce, resumeInput int64
 	// cacheInput: a distributed run whose first layer's input crosses once
-	// (Model.CacheInput, compress.Plan.CacheInput), not every epoch.
+	// (Model.CacheTrainingInput, compress.Plan.CacheInput), not every epoch.
 	cacheInput bool
 	// confirm keeps the best epochs' parameters of an EvalConfirm run; nil
 	// for the other modes and full communication.
@@ -94,7 +94,7 @@ type sums struct {
 	v                        []float64
 	loss, train, valid, test *float64
 	stop                     *float64 // ranks that asked to stop
-	once                     *float64 // bytes of the exact input's one exchange (cacheExactInput)
+	once                     *float64 // bytes of the exact input's one exchange (exchangeExactInput)
 	resumed                  *float64 // bytes of a resumed run's input exchange (cacheInput)
 	fwd, bwd, eval           []float64
 	errSq, normSq            []float64 // per layer: the forward payloads' compression error
@@ -141,8 +141,10 @@ func NewTrainer(m *Model, cfg TrainConfig, plan compress.Plan, x halo.Exchanger,
 			t.gradOps = append(t.gradOps, comm.Op{Name: "gradient all-reduce of " + p.Name})
 		}
 	}
-	if err := t.setResidual(true); err != nil {
-		return nil, fmt.Errorf("residual: %w", err)
+	if r := plan.HaloResidual(); x != nil && r.Any() {
+		if err := x.SetResidual(r); err != nil {
+			return nil, fmt.Errorf("residual: %w", err)
+		}
 	}
 	if plan.Enabled() {
 		t.schedule = plan.NewSchedule(cfg.Epochs)
@@ -151,19 +153,6 @@ func NewTrainer(m *Model, cfg TrainConfig, plan compress.Plan, x halo.Exchanger,
 		t.confirm = newConfirmation(m)
 	}
 	return t, nil
-}
-
-// setResidual turns the run's residual coding on (training passes) or off
-// (evaluation passes, which are not part of the stream it codes).
-func (t *Trainer) setResidual(on bool) error {
-	r := t.plan.HaloResidual()
-	if t.Halo == nil || !r.Any() {
-		return nil
-	}
-	if !on {
-		r = halo.Residual{}
-	}
-	return t.Halo.SetResidual(r)
 }
 
 // Step is the number of optimizer steps taken (Adam's t).
@@ -189,293 +178,6 @@ func (t *Trainer) Resume(step int, history []metrics.Epoch) error {
 		t.past.Add(st)
 	}
 	return nil
-}
-
-// setCodecs switches every layer's exchange to the given codecs.
-func (t *Trainer) setCodecs(fwd, bwd []codec.Spec) {
-	if t.Halo == nil {
-		return
-	}
-	for l := range fwd {
-		t.Halo.SetCodecs(l, fwd[l], bwd[l])
-	}
-}
-
-// Epoch runs one forward, backward and optimizer step, and measures loss and
-// accuracies. The accuracies come from the training forward pass, or from an
-// extra evaluation pass when that one differs (dropout, or compression with
-// full-precision evaluation), which EvalEvery may leave out. Evaluation traffic is counted apart from the
-// training traffic that a communication budget is about. bytesBefore is the
-// run's halo bytes before this epoch (for the record's running total).
-func (t *Trainer) Epoch(epoch int, bytesBefore int64) (metrics.Epoch, error) {
-	start := time.Now()
-	m, v, dev, s := t.Model, t.Model.view, t.Model.dev, t.sums
-	layers := m.Config.Layers
-	clear(s.v)
-	st := metrics.Epoch{Epoch: epoch, Rates: make([]float64, layers), Bits: make([]int, layers)}
-	for l := range st.Bits {
-		st.Rates[l], st.Bits[l] = 1, 32
-	}
-	var meter *halo.Meter
-	if t.Halo != nil {
-		meter = t.Halo.Meter()
-		meter.Reset()
-	}
-	inputBytes, err := t.cacheTrainingInput(epoch, meter, &st)
-	if err != nil {
-		return metrics.Epoch{}, err
-	}
-	if t.schedule != nil {
-		t.schedule.Rates(epoch, st.Rates)
-		if m.inputCached {
-			st.Rates[0] = 1 // what the layer reads crossed raw, once
-		}
-		if err := t.plan.Codecs(st.Rates, m.ExchangeWidths(), t.fwd, t.bwd, st.Bits); err != nil {
-			return metrics.Epoch{}, err
-		}
-		if t.Halo != nil {
-			t.Halo.SetEpoch(m.Config.Seed, epoch)
-		}
-	}
-	fwdCodecs, bwdCodecs := t.raw, t.raw
-	if t.schedule != nil {
-		fwdCodecs, bwdCodecs = t.fwd, t.bwd
-	}
-	// An evaluation pass exchanges raw rows under full communication and,
-	// in compressed runs, only under EvalExact, which needs one every epoch.
-	rawEval := !t.plan.Enabled() || t.plan.Eval == compress.EvalExact
-	separateEval := m.Config.Dropout > 0 || m.Config.AttnDropout > 0 || t.plan.ExactEval()
-	evaluate := !separateEval || t.evaluates(epoch)
-	// Without dropout both passes see the same input and weights: the
-	// training pass takes the first layer's self term from the evaluation
-	// (its whole output where the input is cached, Model.y0Valid).
-	m.ShareSelfTerm = separateEval && m.Config.Dropout == 0 && !m.inputCached
-	if separateEval && evaluate {
-		// An evaluation pass of its own, at the epoch's rates or raw.
-		if rawEval {
-			t.setCodecs(t.raw, t.raw)
-		} else {
-			t.setCodecs(fwdCodecs, bwdCodecs)
-		}
-		t.setResidual(false)
-		if rawEval {
-			if err := t.cacheExactInput(meter, &st); err != nil {
-				return metrics.Epoch{}, err
-			}
-		}
-		m.exactPass = rawEval
-		logits, err := m.Forward(t.Halo, false, epoch)
-		m.exactPass = false
-		if err != nil {
-			return metrics.Epoch{}, err
-		}
-		t.count(logits)
-		if meter != nil {
-			evalBytes, unused := make([]int64, layers), make([]int64, layers)
-			meter.AddBytes(evalBytes, unused)
-			st.HaloSeconds += meter.Seconds
-			for l, b := range evalBytes {
-				s.eval[l] = float64(b)
-			}
-			meter.Reset()
-		}
-	}
-	t.setCodecs(fwdCodecs, bwdCodecs)
-	t.setResidual(true) // validated by NewTrainer
-	logits, err := m.Forward(t.Halo, true, epoch)
-	if err != nil {
-		return metrics.Epoch{}, err
-	}
-	if !separateEval {
-		t.count(logits)
-	}
-	*s.loss = dev.SoftmaxCrossEntropy(logits, v.Labels, v.Train, float32(1/float64(v.GlobalTrain)), m.dlogits)
-	if err := m.Backward(t.Halo, m.dlogits); err != nil {
-		return metrics.Epoch{}, err
-	}
-	fwd, bwd := make([]int64, layers), make([]int64, layers)
-	if meter != nil {
-		meter.AddBytes(fwd, bwd)
-		st.HaloSeconds += meter.Seconds
-		for l := range layers {
-			s.fwd[l], s.bwd[l] = float64(fwd[l]), float64(bwd[l])
-		}
-		s.fwd[0] += float64(inputBytes)
-		meter.AddErrors(s.errSq, s.normSq)
-		st.CodecSeconds = meter.CodecSeconds
-	}
-	// A GPU's queue still holds the backward pass: wait for it, so that
-	// the all-reduces' time is theirs and not the backward's.
-	if err := dev.Synchronize(); err != nil {
-		return metrics.Epoch{}, err
-	}
-	reduceStart := time.Now()
-	switch {
-	case t.Reduce != nil && m.grads != nil:
-		comm.Label(t.Reduce, &t.gradOps[0])
-		if err := t.Reduce.AllReduceMat(m.grads); err != nil {
-			return metrics.Epoch{}, fmt.Errorf("gradient all-reduce: %w", err)
-		}
-	case t.Reduce != nil:
-		for i, p := range m.Params {
-			comm.Label(t.Reduce, &t.gradOps[i])
-			if err := t.Reduce.AllReduceMat(p.g); err != nil {
-				return metrics.Epoch{}, fmt.Errorf("gradient all-reduce of %s: %w", p.Name, err)
-			}
-		}
-	}
-	reduceSeconds := time.Since(reduceStart).Seconds()
-	for _, p := range m.Params {
-		st.GradNorm += dev.SumSquares(p.g)
-	}
-	st.GradNorm = math.Sqrt(st.GradNorm)
-	if t.Stop != nil && t.Stop(epoch) {
-		*s.stop = 1
-	}
-	if t.Reduce != nil {
-		reduceStart = time.Now()
-		comm.Label(t.Reduce, &t.metricsOp)
-		if err := t.Reduce.AllReduceFloat64(s.v); err != nil {
-			return metrics.Epoch{}, fmt.Errorf("metrics all-reduce: %w", err)
-		}
-		reduceSeconds += time.Since(reduceStart).Seconds()
-	}
-	st.CommSeconds = st.HaloSeconds + reduceSeconds
-	t.evalOnce += int64(*s.once)
-	t.resumeInput += int64(*s.resumed)
-	// Byte counts stay exact in float64 up to 2^53.
-	st.BytesFwdLayer, st.BytesBwdLayer, st.BytesEvalLayer = fwd, bwd, make([]int64, layers)
-	st.CompError = make([]float64, layers)
-	for l := range layers {
-		fwd[l], bwd[l], st.BytesEvalLayer[l] = int64(s.fwd[l]), int64(s.bwd[l]), int64(s.eval[l])
-		st.CompError[l] = halo.CompError(s.errSq[l], s.normSq[l])
-	}
-	// The loss and the gradient are the same on every rank (all-reduced):
-	// every rank stops at the same epoch, before Adam spoils the parameters.
-	st.Loss = *s.loss / float64(v.GlobalTrain)
-	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
-		return metrics.Epoch{}, &DivergedError{Epoch: epoch, What: "loss", Value: st.Loss}
-	}
-	if math.IsNaN(st.GradNorm) || math.IsInf(st.GradNorm, 0) {
-		return metrics.Epoch{}, &DivergedError{Epoch: epoch, What: "gradient norm", Value: st.GradNorm}
-	}
-	st.Stop = *s.stop > 0
-	st.TrainAcc = *s.train / float64(v.GlobalTrain)
-	st.ValAcc = *s.valid / float64(v.GlobalValid)
-	st.TestAcc = *s.test / float64(v.GlobalTest)
-	if s.valHist != nil {
-		st.ValAUC, st.TestAUC = auc(s.valHist), auc(s.testHist)
-	}
-	if !evaluate {
-		st.NotEvaluated()
-	}
-	if t.confirm != nil {
-		t.confirm.observe(m, &st) // the parameters the epoch was evaluated with
-	}
-	t.step++
-	c := t.Config
-	for _, p := range m.Params {
-		wd := float32(0)
-		if p.Decay {
-			wd = c.WeightDecay
-		}
-		dev.Adam(p.w, p.g, p.m, p.v, t.step, c.LR, c.Beta1, c.Beta2, c.Eps, wd)
-	}
-	if o, ok := t.schedule.(compress.Observer); ok {
-		o.Observe(&st)
-	}
-	st.Seconds = time.Since(start).Seconds()
-	st.Derive(bytesBefore)
-	return st, nil
-}
-
-// auc is the ROC AUC of a score histogram, nil where it is undefined (a
-// split without one of the classes).
-func auc(hist []float64) *float64 {
-	a := kernels.AUC(hist)
-	if math.IsNaN(a) {
-		return nil
-	}
-	return &a
-}
-
-// evaluates reports whether an epoch whose evaluation needs a pass of its
-// own runs it (EvalEvery).
-func (t *Trainer) evaluates(epoch int) bool {
-	return t.EvalEvery <= 1 || (epoch+1)%t.EvalEvery == 0 || epoch == t.Config.Epochs-1
-}
-
-// cacheExactInput has the model exchange and aggregate the exact input
-// features once for the evaluation passes (Model.cacheExactInput). Those
-// bytes go to the run's summary (EvalBytesOnce), not to the epoch's
-// evaluation bytes, so that every epoch's metrics stay those of a run that
-// did not stop and resume; the time counts in the epoch's halo time.
-func (t *Trainer) cacheExactInput(meter *halo.Meter, st *metrics.Epoch) error {
-	// The evaluations of the whole run (those evaluates picks), not those
-	// left: a resumed run decides as the uninterrupted one did, so its
-	// metrics stay the same.
-	evals := t.Config.Epochs
-	if k := t.EvalEvery; k > 1 {
-		evals = (t.Config.Epochs + k - 1) / k // every k-th, and the last
-	}
-	did, err := t.Model.cacheExactInput(t.Halo, evals, false)
-	if err != nil || !did {
-		return err
-	}
-	*t.sums.once = float64(t.inputExchange(meter, st))
-	return nil
-}
-
-// inputExchange is the bytes this rank sent in the input's one exchange,
-// the meter's only one since its last reset; its time goes to the epoch's
-// halo time, and the meter is reset for the passes to come.
-func (t *Trainer) inputExchange(meter *halo.Meter, st *metrics.Epoch) int64 {
-	layers := t.Model.Config.Layers
-	b, unused := make([]int64, layers), make([]int64, layers)
-	meter.AddBytes(b, unused)
-	st.HaloSeconds += meter.Seconds
-	meter.Reset()
-	return b[0]
-}
-
-// cacheTrainingInput has the model cache the first layer's input for
-// training (Model.CacheInput) in the first epoch a distributed run trains,
-// and returns the bytes this rank sent for it, which count as the epoch's
-// forward bytes of that layer. A resumed run does it again in its first
-// epoch; that epoch's bytes stay those of the uninterrupted run, and the
-// exchange goes to the summary (ResumeInputBytes) instead. Where the model
-// does not cache (dropout, a first layer that projects first from features
-// wider than the run's training exchanges of it would send, or on a GPU, or
-// GAT), it does not try again.
-func (t *Trainer) cacheTrainingInput(epoch int, meter *halo.Meter, st *metrics.Epoch) (int64, error) {
-	m := t.Model
-	if !t.cacheInput || m.inputCached {
-		return 0, nil
-	}
-	t.setCodecs(t.raw, t.raw)
-	t.setResidual(false)
-	did, err := m.CacheInput(t.Halo, 2*t.Config.Epochs) // forward and backward, every epoch
-	t.cacheInput = m.inputCached
-	if err != nil || !did {
-		return 0, err
-	}
-	b := t.inputExchange(meter, st)
-	if epoch > 0 {
-		*t.sums.resumed = float64(b)
-		return 0, nil
-	}
-	return b, nil
-}
-
-func (t *Trainer) count(logits *kernels.Mat) {
-	v, dev, s := t.Model.view, t.Model.dev, t.sums
-	*s.train = float64(dev.CountCorrect(logits, v.Labels, v.Train))
-	*s.valid = float64(dev.CountCorrect(logits, v.Labels, v.Valid))
-	*s.test = float64(dev.CountCorrect(logits, v.Labels, v.Test))
-	if s.valHist != nil {
-		dev.ScoreHistogram(logits, v.Labels, v.Valid, s.valHist)
-		dev.ScoreHistogram(logits, v.Labels, v.Test, s.testHist)
-	}
 }
 
 // DivergedError is Epoch's error when the epoch's loss or gradient is not

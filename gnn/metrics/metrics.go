@@ -205,7 +205,7 @@ type Summary struct {
 	// the epochs' evaluation bytes, it is not part of BytesTotal.
 	EvalBytesOnce int64 `json:"eval_bytes_once,omitempty"`
 	// ResumeInputBytes is what a resumed distributed run sent, over all
-	// ranks, to cache the first layer's input again (gnn.Model.CacheInput):
+	// ranks, to cache the first layer's input again (gnn.Model.CacheTrainingInput):
 	// the uninterrupted run counts that exchange in its epoch 0, so it is
 	// not part of BytesTotal (absent where none was sent).
 	ResumeInputBytes int64   `json:"resume_input_bytes,omitempty"`
