@@ -134,7 +134,7 @@ func (c *checkpointer) due(st *metrics.Epoch) bool {
 // gather brings every rank's residual state to rank 0 when a checkpoint
 // is due and the run codes residuals; every rank calls it after each epoch.
 func (c *checkpointer) gather(cm comm.Comm, x halo.Exchanger, st *metrics.Epoch) ([]halo.ResidualTable, error) {
-	if cm == nil || x == nil || !c.due(st) || !c.cfg.Run.Compress.CodesResiduals() {
+	if x == nil || !c.due(st) || !c.cfg.Run.Compress.CodesResiduals() {
 		return nil, nil
 	}
 	return halo.GatherResidual(cm, x.ResidualBlocks(), c.cfg.Run.Layers)

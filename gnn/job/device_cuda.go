@@ -37,21 +37,17 @@ func (j *job) newAccelerator(c comm.Comm, localRank int) (rankDevice, error) {
 	if err != nil {
 		return nil, err
 	}
-	rank := 0
-	if c != nil {
-		rank = c.Rank()
-	}
 	info := d.Info()
-	j.rankLog(rank).Info("GPU bound", "gpu", ord, "visible", cudaprobe.Count(), "local_rank", localRank,
+	j.rankLog(c.Rank()).Info("GPU bound", "gpu", ord, "visible", cudaprobe.Count(), "local_rank", localRank,
 		"name", info.Name, "pci", info.PCI, "memory", fmt.Sprintf("%.1f GiB", float64(info.Memory)/(1<<30)))
 	return d, nil
 }
 
 // acceleratorFailed is a rank's setup error before its NCCL communicator:
 // under MPI its peers wait for it in NCCL's setup agreement, which it
-// joins before returning err.
+// joins before returning err (a job of one rank sets up none).
 func (j *job) acceleratorFailed(c comm.Comm, inProcess bool, err error) error {
-	if c == nil || inProcess || j.spec.Device == "cpu" {
+	if c.Size() == 1 || inProcess || j.spec.Device == "cpu" {
 		return err
 	}
 	return comm.NCCLSetupFailed(c, err)

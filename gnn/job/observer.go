@@ -44,6 +44,7 @@ type Info struct {
 	Ranks              int
 	Partition          string // how the graph was split, e.g. "metis (from file)"
 	HaloRows           int    // received per layer, summed over ranks
+	Reordered          int    // ranks whose rows --reorder moved
 	Communication      string // "full communication", or the codecs and schedule
 	Device             string // e.g. "cpu (threads per rank: 2), gemm openblas"
 	LoadSeconds        float64

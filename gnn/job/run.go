@@ -6,9 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"runtime/pprof"
-	"strconv"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
@@ -47,10 +45,24 @@ func Run(s Spec, env Env) error {
 		env.Observer = quiet{}
 	}
 	j := &job{spec: &s, env: env}
+	var l launcher
+	var q int
 	if kind, _ := s.transport(); kind == "mpi" {
-		return j.runMPI()
+		mc, err := comm.NewMPI()
+		if err != nil {
+			return err
+		}
+		defer mc.Close()
+		l, q = &mpiRank{j: j, mc: mc}, mc.Size()
+		j.intr = catchInterrupts(onSignal(&s, j.rankLog(mc.Rank()), mc.Rank() == 0))
+	} else {
+		l, q = &localRanks{j: j, q: s.Ranks}, s.Ranks
+		j.intr = catchInterrupts(onSignal(&s, j.rankLog(0), true)) // the process's records carry rank 0
 	}
-	return j.runLocal()
+	defer j.intr.stop()
+	p := newProcess(j, l, q)
+	defer p.release()
+	return l.run(p, func(c comm.Comm) error { return j.rank(l, p, c) })
 }
 
 // rankLog is the log with rank=N on every record.
@@ -96,8 +108,8 @@ func (rj *rankJob) close() {
 }
 
 // newRankJob builds one rank's device, model, exchange and trainer over c
-// (nil for a one-rank run), on the CPU with threads threads or on the GPU
-// its node-local rank gpu picks (or --gpu).
+// (a job of one rank has no exchange and no reducer), on the CPU with
+// threads threads or on the GPU its node-local rank gpu picks (or --gpu).
 func (j *job) newRankJob(c comm.Comm, v *gnn.View, threads, gpu int, inProcess bool) (*rankJob, error) {
 	s := j.spec
 	var dev rankDevice = kernels.NewCPU(threads)
@@ -117,11 +129,10 @@ func (j *job) newRankJob(c comm.Comm, v *gnn.View, threads, gpu int, inProcess b
 		return nil, j.acceleratorFailed(c, inProcess, specErrorf("train: %v", err))
 	}
 	model.Overlap = s.Overlap
-	rj := &rankJob{dev: dev, comm: c}
+	rj := &rankJob{dev: dev, comm: c, rank: c.Rank()}
 	var x halo.Exchanger
 	var reduce gnn.Reducer
-	if c != nil {
-		rj.rank = c.Rank()
+	if c.Size() > 1 {
 		// Every rank takes part in every exchange (a collective), whether
 		// or not it has rows to send; --no-comm leaves none to anyone.
 		exchange := !s.NoComm
@@ -193,7 +204,7 @@ func (j *job) newReporter(info *Info, ck *checkpointer) (*reporter, error) {
 	if j.spec.Device == "cuda" {
 		info.Device = "cuda (CUDA kernels, cuBLAS; one GPU per rank)"
 	}
-	info.Device += fmt.Sprintf("; rows in %s order", j.spec.Reorder)
+	info.Device += "; " + orderText(j.spec.Reorder, info.Reordered, info.Ranks)
 	r := &reporter{ranks: info.Ranks, ck: ck, metrics: metrics.NewWriter(j.spec.Metrics), obs: j.env.Observer}
 	r.obs.Start(info)
 	if ck.resumed == nil {
@@ -206,6 +217,20 @@ func (j *job) newReporter(info *Info, ck *checkpointer) (*reporter, error) {
 		}
 	}
 	return r, nil
+}
+
+// orderText says in what order the ranks' rows are: the --reorder order,
+// on the ranks it moved.
+func orderText(order string, reordered, ranks int) string {
+	switch {
+	case order == gnn.OrderNone:
+		return "rows as given"
+	case reordered == 0:
+		return fmt.Sprintf("rows as given (--reorder %s kept every rank's order: too few rows to cluster)", order)
+	case reordered < ranks:
+		return fmt.Sprintf("rows in %s order on %d of %d ranks (the others too small to cluster)", order, reordered, ranks)
+	}
+	return fmt.Sprintf("rows in %s order", order)
 }
 
 func (r *reporter) writeMetrics(e *metrics.Epoch) error {
@@ -262,315 +287,135 @@ func (r *reporter) done(s metrics.Summary, rankRSS, residual []int64) error {
 
 func (r *reporter) close() { r.metrics.Close() }
 
-// runLocal runs Spec.Ranks ranks as goroutines of this process.
-func (j *job) runLocal() error {
-	s, q := j.spec, j.spec.Ranks
-	release, err := s.claimOutputs()
-	if err != nil {
-		return err
-	}
-	defer release()
-	j.intr = catchInterrupts(onSignal(s, j.rankLog(0), true)) // the process's records carry rank 0
-	defer j.intr.stop()
-	start := time.Now()
-	ranks := make([]int, q)
-	for r := range ranks {
-		ranks[r] = r
-	}
-	src, err := j.load(ranks, q, true)
-	if err != nil {
-		return err
-	}
-	src.info.LoadSeconds = time.Since(start).Seconds()
-	if err := j.checkMemory(src, 1); err != nil {
-		return err
-	}
-	if !s.NoComm {
-		for _, sh := range src.shards {
-			src.info.HaloRows += len(sh.Halo)
-		}
-	}
-	ck, err := newCheckpointer(s, "", j.identity(src), src.info.Dataset, j.rankLog(0))
-	if err != nil {
-		return err
-	}
-	rep, err := j.newReporter(&src.info, ck)
-	if err != nil {
-		return err
-	}
-	defer rep.close()
-	stopProfile, err := j.startProfile()
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
-	var sum metrics.Summary
-	var stopped *gnn.StoppedError
-	residual := make([]int64, q) // each rank writes its own
-	train := func(c comm.Comm, v *gnn.View, threads int) error {
-		rank := 0
-		if c != nil {
-			rank = c.Rank()
-		}
-		// In-process ranks share GPU 0: NCCL refuses two ranks on one GPU,
-		// so their payloads move by device copies.
-		rj, err := j.newRankJob(c, v, threads, 0, true)
-		if err != nil {
-			return err
-		}
-		defer rj.close()
-		if err := ck.restore(rj.trainer); err != nil {
-			return err
-		}
-		j.rankLog(rank).Info("rank ready", "owned_nodes", v.NumOwned, "halo_rows", v.NumHalo)
-		var reports *reporter
-		if rank == 0 {
-			reports = rep
-		}
-		s, err := rj.trainer.Run(rj.afterEpoch(ck, reports))
-		residual[rank] = rj.residualBytes()
-		var st *gnn.StoppedError
-		if errors.As(err, &st) {
-			// Every rank stops after the same epoch; none waits for another.
-			err = nil
-		}
-		if rank == 0 {
-			sum, stopped = s, st
-		}
-		return err
-	}
-	if src.single != nil {
-		var v *gnn.View
-		if v, _, err = j.view(src, 0); err == nil {
-			err = train(nil, v, s.ThreadsPerRank(1))
-		}
-	} else {
-		// Every rank trains on its own goroutine; the first rank to fail
-		// (or panic) fails the group, so that its peers return from their
-		// collectives instead of waiting for it. A rank's watchdog that
-		// gives up waiting fails the group with its timeout.
-		err = comm.RunLocal(q, func(lc *comm.Local) error {
-			c, stopWatch := j.watch(lc, j.rankLog(lc.Rank()), lc.Cancel)
-			defer stopWatch()
-			v, _, err := j.view(src, lc.Rank())
-			if err != nil {
-				return err
-			}
-			return train(c, v, s.ThreadsPerRank(q))
-		})
-	}
-	if err != nil {
-		// A failure every rank shares (a diverged loss) is reported as
-		// itself, not as one rank's.
-		var de *gnn.DivergedError
-		if errors.As(err, &de) {
-			return de
-		}
-		return err
-	}
-	if stopped != nil {
-		return j.interrupted(0, stopped)
-	}
-	return rep.done(sum, []int64{PeakRSSMiB()}, residual)
-}
-
-// runMPI runs this process as one rank of an MPI job. Setup errors are
-// agreed on before training, so that one rank reports and all exit alike;
-// an error during training aborts the whole job.
-func (j *job) runMPI() error {
+// rank is one rank's whole job, the same for goroutine ranks and MPI
+// ranks (l says what differs): rank 0 claims the outputs, every rank
+// compares its settings with rank 0's, reads its data, compares what the
+// data decide, builds its model and trainer, and they agree on the setup
+// before training; after training they end together or, where one rank
+// failed alone, the job ends from there.
+func (j *job) rank(l launcher, p *process, c comm.Comm) error {
 	s := j.spec
-	mc, err := comm.NewMPI()
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
-	rank, q := mc.Rank(), mc.Size()
-	log := j.rankLog(rank)
-	j.intr = catchInterrupts(onSignal(s, log, rank == 0))
-	defer j.intr.stop()
-	// A watchdog that fires prints its line, then MPI_Abort (or, with the
-	// stuck call holding MPI, an exit that makes mpirun end the others).
-	c, stopWatch := j.watch(mc, log, func(err error) {
-		j.report(err)
-		mc.Abort(ExitFailure)
-	})
-	defer stopWatch()
+	rank, q := c.Rank(), c.Size()
 	var claimErr error
 	if rank == 0 {
-		var release func()
-		if release, claimErr = s.claimOutputs(); claimErr == nil {
-			defer release()
-		}
+		claimErr = p.claim()
 	}
 	if err := agreeSettings(c, s.settings(q), claimErr); err != nil {
-		return j.endTogether(c, rank, err, ExitCode(err))
+		return l.endTogether(c, err, ExitCode(err))
 	}
 	start := time.Now()
-	rj, src, ck, setupErr := j.setupMPIRank(c)
-	var info Info
-	if src != nil {
-		info = src.info
-	}
-	info.LoadSeconds = time.Since(start).Seconds()
+	rj, v, setupErr := j.setupRank(l, p, c)
 	if setupErr == nil {
-		log.Info("rank ready", "seconds", info.LoadSeconds)
+		j.rankLog(rank).Info("rank ready", "owned_nodes", v.NumOwned, "halo_rows", v.NumHalo, "seconds", time.Since(start).Seconds())
 	}
 	if err := agree(c, setupErr); err != nil {
-		return j.endTogether(c, rank, err, ExitCode(err))
+		return l.endTogether(c, err, ExitCode(err))
 	}
 	defer rj.close()
-	// Halo rows summed over ranks for the header.
-	counts := []float64{float64(info.HaloRows)}
-	comm.Label(c, &opHaloRows)
-	if err := c.AllReduceFloat64(counts); err != nil {
+	info, err := j.runInfo(p, c, v, time.Since(start).Seconds())
+	if err != nil {
 		return err
 	}
-	info.HaloRows = int(counts[0])
 	var rep *reporter
 	if rank == 0 {
-		info.Ranks = q
-		if rep, err = j.newReporter(&info, ck); err != nil {
-			return j.abort(c, err)
+		if rep, err = j.newReporter(&info, p.ck); err != nil {
+			return l.abort(c, err)
 		}
 		defer rep.close()
 		// Rank 0 profiles its own process, as it alone writes the outputs.
 		stopProfile, err := j.startProfile()
 		if err != nil {
-			return j.abort(c, err)
+			return l.abort(c, err)
 		}
 		defer stopProfile()
 	}
-	sum, err := rj.trainer.Run(rj.afterEpoch(ck, rep))
+	sum, err := rj.trainer.Run(rj.afterEpoch(p.ck, rep))
 	var stopped *gnn.StoppedError
 	var diverged *gnn.DivergedError
 	switch {
 	case errors.As(err, &stopped):
 		// Every rank ended after the same epoch, so none waits for another.
-		return j.endTogether(c, rank, j.interrupted(rank, stopped), exitCodeOf(j.intr.signal()))
+		return l.endTogether(c, j.interrupted(rank, stopped), exitCodeOf(j.intr.signal()))
 	case errors.As(err, &diverged):
-		return j.endTogether(c, rank, diverged, ExitFailure)
+		return l.endTogether(c, diverged, ExitFailure)
 	case err != nil:
-		return j.abort(c, fmt.Errorf("rank %d: %w", rank, err))
+		return l.abort(c, &rankError{rank: rank, err: err})
 	}
-	// Every rank's peak memory and residual state, for the summary: ranks
-	// share a node's memory. (Both are exact in float64.)
-	mem := make([]float64, 2*q)
-	mem[rank], mem[q+rank] = float64(PeakRSSMiB()), float64(rj.residualBytes())
+	// Every process's peak memory and every rank's residual state, for the
+	// summary. (Both are exact in float64.)
+	rss, err := l.peakRSS(c)
+	if err != nil {
+		return err
+	}
+	residual := make([]float64, q)
+	residual[rank] = float64(rj.residualBytes())
 	comm.Label(c, &opMemory)
-	if err := c.AllReduceFloat64(mem); err != nil {
+	if err := c.AllReduceFloat64(residual); err != nil {
 		return err
 	}
 	if rank != 0 {
 		return nil
 	}
-	perRank := make([]int64, 2*q)
-	for i, v := range mem {
-		perRank[i] = int64(v)
+	perRank := make([]int64, q)
+	for r, b := range residual {
+		perRank[r] = int64(b)
 	}
-	return rep.done(sum, perRank[:q], perRank[q:])
+	return rep.done(sum, rss, perRank)
 }
 
-// report prints err as the job's one line.
-func (j *job) report(err error) { fmt.Fprintf(j.env.Stderr, "gnn-spmd: %v\n", err) }
-
-// endTogether ends an MPI rank whose peers end at the same point (all
-// failed setup, or stopped or diverged at the same epoch): the rank with
-// the cause reports it before anyone leaves the barrier (mpirun ends the
-// job at the first non-zero exit), and every rank exits with code.
-func (j *job) endTogether(c comm.Comm, rank int, cause error, code int) error {
-	var ex *Exit
-	if !errors.As(cause, &ex) && (rank == 0 || !isRankShared(cause)) {
-		j.report(cause)
-	}
-	comm.Label(c, &opBarrier)
-	c.Barrier()
-	return &Exit{Code: code}
-}
-
-// isRankShared reports whether every rank holds the same cause (and rank 0
-// alone reports it).
-func isRankShared(err error) bool {
-	var de *gnn.DivergedError
-	var ie *InterruptedError
-	return errors.As(err, &de) || errors.As(err, &ie)
-}
-
-// abort ends the whole MPI job from this rank after reporting err.
-func (j *job) abort(c comm.Comm, err error) error {
-	j.report(err)
-	c.Abort(ExitFailure)
-	return &Exit{Code: ExitFailure}
-}
-
-// setupMPIRank loads this rank's shard (its part file, or the dataset
-// partitioned on the fly), reads --resume and builds its job.
-func (j *job) setupMPIRank(c comm.Comm) (*rankJob, *source, *checkpointer, error) {
+// setupRank reads --resume and the data of this rank (once for all the
+// ranks of the process), turns them into the rank's view, compares what
+// the data decide with rank 0's, and builds the rank's job.
+func (j *job) setupRank(l launcher, p *process, c comm.Comm) (*rankJob, *gnn.View, error) {
 	rank := c.Rank()
-	resume, removeCopy, err := shareResume(c, j.spec.Resume)
+	resume, removeCopy, err := l.resumeCopy(c, j.spec.Resume)
 	defer removeCopy()
-	var src *source
 	var v *gnn.View
-	var ck *checkpointer
 	if err == nil {
-		src, v, ck, err = j.loadMPIRank(rank, c.Size(), resume)
+		err = p.setup(rank, c.Size(), resume)
+	}
+	if err == nil {
+		v, err = p.view(rank)
 	}
 	// Every rank takes part, failed or not, so that all learn of a failure.
 	var mine []setting
 	if err == nil {
-		mine = dataSettings(j.identity(src), ck)
+		mine = dataSettings(j.identity(p.src), p.ck)
 	}
 	if err := agreeSettings(c, mine, err); err != nil {
-		return nil, src, nil, err
+		return nil, nil, err
 	}
-	rj, err := j.newRankJob(c, v, j.spec.ThreadsPerRank(1), localRank(rank), false)
+	rj, err := j.newRankJob(c, v, j.spec.ThreadsPerRank(len(p.ranks)), l.gpu(rank), l.inProcess())
 	if err != nil {
-		return nil, src, nil, err
+		return nil, nil, err
 	}
-	if err := ck.restore(rj.trainer); err != nil {
+	if err := p.ck.restore(rj.trainer); err != nil {
 		rj.close()
-		return nil, src, nil, err
+		return nil, nil, err
 	}
-	// Loading left garbage (read buffers, the dataset when partitioning on
-	// the fly) that the epochs, which allocate nothing, would never make the
-	// collector return: hand it back now, as ranks share the node's memory.
-	src.shards = nil
-	debug.FreeOSMemory()
-	return rj, src, ck, nil
+	p.loaded(rank)
+	return rj, v, nil
 }
 
-// loadMPIRank reads an MPI rank's data and --resume (from the file at
-// resume, "" for the flag's): nothing collective.
-func (j *job) loadMPIRank(rank, q int, resume string) (*source, *gnn.View, *checkpointer, error) {
-	src, err := j.load([]int{rank}, q, false)
-	if err != nil {
-		return nil, nil, nil, err
+// runInfo describes the run for the header: the data, and over all ranks
+// the halo rows and the ranks whose rows --reorder moved.
+func (j *job) runInfo(p *process, c comm.Comm, v *gnn.View, loadSeconds float64) (Info, error) {
+	info := p.src.info
+	info.Ranks, info.LoadSeconds = c.Size(), loadSeconds
+	counts := []float64{float64(v.NumHalo), 0}
+	if p.reordered(c.Rank()) {
+		counts[1] = 1
 	}
-	if err := j.checkMemory(src, processesOnNode()); err != nil {
-		return src, nil, nil, err
+	comm.Label(c, &opHaloRows)
+	if err := c.AllReduceFloat64(counts); err != nil {
+		return info, err
 	}
-	v, sh, err := j.view(src, rank)
-	if err != nil {
-		return src, nil, nil, err
-	}
-	src.info.HaloRows = len(sh.Halo)
-	ck, err := newCheckpointer(j.spec, resume, j.identity(src), src.info.Dataset, j.rankLog(0))
-	if err != nil {
-		return src, nil, nil, err
-	}
-	return src, v, ck, nil
+	info.HaloRows, info.Reordered = int(counts[0]), int(counts[1])
+	return info, nil
 }
 
-// localRank is the node-local rank that picks an MPI rank's GPU, from the
-// launcher's environment (Open MPI, MPICH's Hydra, Slurm), else the world
-// rank.
-func localRank(worldRank int) int {
-	for _, k := range []string{"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"} {
-		if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v >= 0 {
-			return v
-		}
-	}
-	return worldRank
-}
+// report prints err as the job's one line.
+func (j *job) report(err error) { fmt.Fprintf(j.env.Stderr, "gnn-spmd: %v\n", err) }
 
 // startProfile starts --cpuprofile, returning the function that stops it.
 func (j *job) startProfile() (func(), error) {

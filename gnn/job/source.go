@@ -3,6 +3,8 @@ package job
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
+	"sync"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/datafile"
@@ -100,27 +102,122 @@ func (src *source) identify(s *Spec) {
 }
 
 // view turns rank r's shard into its model view, dropping the cut edges
-// first for --no-comm, with its rows in the --reorder order.
-func (j *job) view(src *source, r int) (*gnn.View, *partition.Shard, error) {
+// first for --no-comm, with its rows in the --reorder order; reordered says
+// whether that moved them.
+func (j *job) view(src *source, r int) (v *gnn.View, reordered bool, err error) {
+	var plain *gnn.View
 	if src.single != nil {
-		v, err := src.single.Reorder(j.spec.Reorder)
-		if err != nil {
-			return nil, nil, specErrorf("train: %v", err)
+		plain = src.single
+	} else {
+		sh := src.shards[r]
+		if j.spec.NoComm {
+			sh = sh.NoComm()
 		}
-		return v, nil, nil
+		if plain, err = gnn.FromShard(sh, j.spec.Run.Model); err != nil {
+			return nil, false, specErrorf("train: %v", err)
+		}
 	}
-	sh := src.shards[r]
-	if j.spec.NoComm {
-		sh = sh.NoComm()
+	if v, err = plain.Reorder(j.spec.Reorder); err != nil {
+		return nil, false, specErrorf("train: %v", err)
 	}
-	v, err := gnn.FromShard(sh, j.spec.Run.Model)
-	if err == nil {
-		v, err = v.Reorder(j.spec.Reorder)
+	return v, v != plain, nil
+}
+
+// process is what the ranks of this process share: their data and the
+// checkpoint to resume, read once by the first rank that asks, and kept
+// until every rank has built its model from them.
+type process struct {
+	j          *job
+	ranks      []int // the ranks whose data this process reads
+	wholeGraph bool  // one rank trains on the whole graph (no shard copies)
+	sharing    int   // processes whose ranks share this node's memory
+
+	once sync.Once
+	src  *source
+	ck   *checkpointer
+	err  error
+
+	claimed  sync.Once
+	claimErr error
+	unclaim  func()
+
+	mu        sync.Mutex
+	reorder   map[int]bool // ranks whose rows --reorder moved
+	remaining int          // ranks yet to build their models
+}
+
+func newProcess(j *job, l launcher, q int) *process {
+	ranks, whole := l.loads(q)
+	return &process{j: j, ranks: ranks, wholeGraph: whole, sharing: l.sharing(), reorder: map[int]bool{}, remaining: len(ranks)}
+}
+
+// setup reads the data of a q-rank job for this process's ranks, checks
+// that their models fit this node's memory, and reads --resume (from the
+// file at resume, "" for the flag's): once, whichever rank asks first. A
+// failure is the first rank's of the process to report; the others fail
+// with it, silently.
+func (p *process) setup(rank, q int, resume string) error {
+	if err := p.read(q, resume); err != nil && rank != p.ranks[0] {
+		return &Exit{Code: ExitCode(err)}
 	}
-	if err != nil {
-		return nil, nil, specErrorf("train: %v", err)
+	return p.err
+}
+
+func (p *process) read(q int, resume string) error {
+	p.once.Do(func() {
+		j := p.j
+		if p.src, p.err = j.load(p.ranks, q, p.wholeGraph); p.err != nil {
+			return
+		}
+		if p.err = j.checkMemory(p.src, p.sharing); p.err != nil {
+			return
+		}
+		p.ck, p.err = newCheckpointer(j.spec, resume, j.identity(p.src), p.src.info.Dataset, j.rankLog(0))
+	})
+	return p.err
+}
+
+// claim claims rank 0's outputs (Spec.claimOutputs), once: the process
+// that holds rank 0 calls it before reading any data.
+func (p *process) claim() error {
+	p.claimed.Do(func() { p.unclaim, p.claimErr = p.j.spec.claimOutputs() })
+	return p.claimErr
+}
+
+// release lets go of the outputs claimed, if any.
+func (p *process) release() {
+	if p.unclaim != nil {
+		p.unclaim()
 	}
-	return v, sh, nil
+}
+
+// view is rank r's view of the data read.
+func (p *process) view(r int) (*gnn.View, error) {
+	v, reordered, err := p.j.view(p.src, r)
+	p.mu.Lock()
+	p.reorder[r] = reordered
+	p.mu.Unlock()
+	return v, err
+}
+
+// reordered reports whether --reorder moved rank r's rows.
+func (p *process) reordered(r int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reorder[r]
+}
+
+// loaded says that rank r has built its model: after the last rank, what
+// loading left (read buffers, the dataset when partitioning on the fly) is
+// handed back, which the epochs, allocating nothing, would never make the
+// collector return, as ranks share the node's memory.
+func (p *process) loaded(int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.remaining--; p.remaining == 0 {
+		p.src.shards = nil
+		debug.FreeOSMemory()
+	}
 }
 
 // loadDataset reads --data, applies --normalize-features and picks the split.
