@@ -21,12 +21,6 @@ import (
 // [0, 1), exact in float32. Kept elements get mask = float32(1/(1-float64(p)))
 // and y = x*mask; dropped ones get mask = 0 and y = 0.
 
-// dropUniform is u for (h, rowID, col) as described above.
-func dropUniform(h uint64, row, col int32) float32 {
-	z := rng.Mix64(h ^ (uint64(uint32(row))<<32 | uint64(uint32(col))))
-	return float32(z>>40) * (1.0 / (1 << 24))
-}
-
 type dropoutTask struct {
 	x, y, mask *Mat
 	p, scale   float32

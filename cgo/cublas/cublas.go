@@ -21,7 +21,6 @@ typedef int cublasStatus_t;
 
 static cublasStatus_t (*p_create)(cublasHandle_t *);
 static cublasStatus_t (*p_destroy)(cublasHandle_t);
-static cublasStatus_t (*p_set_stream)(cublasHandle_t, void *);
 static cublasStatus_t (*p_set_math_mode)(cublasHandle_t, int);
 static cublasStatus_t (*p_get_property)(int, int *);
 static cublasStatus_t (*p_sgemm)(cublasHandle_t, int, int, int, int, int,
@@ -40,7 +39,6 @@ static void *open_lib(const char *name, const char **err) {
 static const char *load_syms(void *lib) {
 	if (!(p_create = dlsym(lib, "cublasCreate_v2"))) return "cublasCreate_v2";
 	if (!(p_destroy = dlsym(lib, "cublasDestroy_v2"))) return "cublasDestroy_v2";
-	if (!(p_set_stream = dlsym(lib, "cublasSetStream_v2"))) return "cublasSetStream_v2";
 	if (!(p_sgemm = dlsym(lib, "cublasSgemm_v2"))) return "cublasSgemm_v2";
 	p_set_math_mode = dlsym(lib, "cublasSetMathMode"); // optional
 	p_get_property = dlsym(lib, "cublasGetProperty");  // optional
@@ -64,7 +62,6 @@ static int version(void) {
 
 static int create(cublasHandle_t *h) { return p_create(h); }
 static int destroy(cublasHandle_t h) { return p_destroy(h); }
-static int set_stream(cublasHandle_t h, void *s) { return p_set_stream(h, s); }
 
 // set_default_math returns -1 when the library has no cublasSetMathMode.
 static int set_default_math(cublasHandle_t h) {
@@ -258,15 +255,6 @@ func create() (*Handle, error) {
 }
 
 var errClosed = errors.New("cublas: handle is closed")
-
-// SetStream makes later calls on h run on stream (a CUstream or
-// cudaStream_t); nil is the default stream.
-func (h *Handle) SetStream(stream unsafe.Pointer) error {
-	if h.h == nil {
-		return errClosed
-	}
-	return check("cublasSetStream_v2", C.set_stream(h.h, stream))
-}
 
 // Sgemm computes C = alpha*op(A)*op(B) + beta*C with cublasSgemm_v2's
 // semantics: column-major, op(A) is m x k, op(B) is k x n, C is m x n, and

@@ -122,10 +122,6 @@ static int reduce_sum(void *buf, int n, int bits, int root, MPI_Fint cf) {
 	if (r == root) return MPI_Reduce(MPI_IN_PLACE, buf, n, float_type(bits), MPI_SUM, root, c);
 	return MPI_Reduce(buf, NULL, n, float_type(bits), MPI_SUM, root, c);
 }
-
-static int allreduce_sum(void *buf, int n, int bits, MPI_Fint cf) {
-	return MPI_Allreduce(MPI_IN_PLACE, buf, n, float_type(bits), MPI_SUM, MPI_Comm_f2c(cf));
-}
 */
 import "C"
 
@@ -195,25 +191,8 @@ func InitThread(required ThreadLevel) (ThreadLevel, error) {
 	return ThreadLevel(provided), err
 }
 
-// Initialized reports whether MPI_Init_thread has been called.
-func Initialized() bool {
-	var flag C.int
-	C.MPI_Initialized(&flag)
-	return flag != 0
-}
-
-// Finalized reports whether MPI_Finalize has been called.
-func Finalized() bool {
-	var flag C.int
-	C.MPI_Finalized(&flag)
-	return flag != 0
-}
-
 // Finalize calls MPI_Finalize.
 func Finalize() error { return check("MPI_Finalize", C.MPI_Finalize()) }
-
-// Wtime returns MPI_Wtime, seconds since an arbitrary time in the past.
-func Wtime() float64 { return float64(C.MPI_Wtime()) }
 
 // Comm is a communicator, held as its Fortran handle.
 type Comm struct{ f C.MPI_Fint }
@@ -254,38 +233,6 @@ func (c Comm) Bcast(buf []byte, root int) error {
 		return fmt.Errorf("mpi: MPI_Bcast: %d bytes exceed the C int count limit", len(buf))
 	}
 	return check("MPI_Bcast", C.bcast_bytes(unsafe.Pointer(unsafe.SliceData(buf)), C.int(len(buf)), C.int(root), c.f))
-}
-
-// Alltoallv calls MPI_Alltoallv on MPI_BYTE: sendCounts[p] bytes from
-// send[sendDispls[p]:] go to rank p, recvCounts[p] bytes from rank p land in
-// recv[recvDispls[p]:]. It checks every range against its buffer first.
-func (c Comm) Alltoallv(send []byte, sendCounts, sendDispls []int32, recv []byte, recvCounts, recvDispls []int32) error {
-	size, err := c.Size()
-	if err != nil {
-		return err
-	}
-	if err := checkRanges("send", len(send), sendCounts, sendDispls, size); err != nil {
-		return err
-	}
-	if err := checkRanges("recv", len(recv), recvCounts, recvDispls, size); err != nil {
-		return err
-	}
-	return check("MPI_Alltoallv", C.alltoallv_bytes(
-		unsafe.Pointer(unsafe.SliceData(send)), cints(sendCounts), cints(sendDispls),
-		unsafe.Pointer(unsafe.SliceData(recv)), cints(recvCounts), cints(recvDispls), c.f))
-}
-
-func checkRanges(what string, n int, counts, displs []int32, size int) error {
-	if len(counts) != size || len(displs) != size {
-		return fmt.Errorf("mpi: MPI_Alltoallv: %d %s counts and %d displacements for %d ranks", len(counts), what, len(displs), size)
-	}
-	for p := range counts {
-		if counts[p] < 0 || displs[p] < 0 || int(displs[p])+int(counts[p]) > n {
-			return fmt.Errorf("mpi: MPI_Alltoallv: %s range [%d, %d+%d) for rank %d is outside the %d-byte buffer",
-				what, displs[p], displs[p], counts[p], p, n)
-		}
-	}
-	return nil
 }
 
 func cints(x []int32) *C.int { return (*C.int)(unsafe.Pointer(unsafe.SliceData(x))) }
@@ -453,23 +400,9 @@ func (c Comm) ReduceSumFloat64(x []float64, root int) error {
 	return reduceSum("MPI_Reduce", unsafe.Pointer(unsafe.SliceData(x)), len(x), 64, root, c)
 }
 
-// AllreduceSumFloat32 replaces x by its element-wise sum over c (MPI_Allreduce
-// in place). MPI does not promise the same bits on every rank.
-func (c Comm) AllreduceSumFloat32(x []float32) error {
-	return reduceSum("MPI_Allreduce", unsafe.Pointer(unsafe.SliceData(x)), len(x), 32, -1, c)
-}
-
-// AllreduceSumFloat64 is AllreduceSumFloat32 on float64.
-func (c Comm) AllreduceSumFloat64(x []float64) error {
-	return reduceSum("MPI_Allreduce", unsafe.Pointer(unsafe.SliceData(x)), len(x), 64, -1, c)
-}
-
 func reduceSum(fn string, p unsafe.Pointer, n, bits, root int, c Comm) error {
 	if n > MaxCount {
 		return fmt.Errorf("mpi: %s: %d elements exceed the C int count limit", fn, n)
-	}
-	if root < 0 {
-		return check(fn, C.allreduce_sum(p, C.int(n), C.int(bits), c.f))
 	}
 	return check(fn, C.reduce_sum(p, C.int(n), C.int(bits), C.int(root), c.f))
 }

@@ -154,7 +154,7 @@ func shortDuration(d time.Duration) string {
 }
 
 // newLogger logs to w (text records) at level info with --verbose, else
-// warn. Every record of a rank carries rank=N (rankLogger).
+// warn. Every record of a rank carries rank=N (the job adds it).
 func newLogger(w io.Writer, verbose bool) *slog.Logger {
 	level := slog.LevelWarn
 	if verbose {
@@ -162,9 +162,6 @@ func newLogger(w io.Writer, verbose bool) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
-
-// rankLogger is log with rank=N on every record (the handler's WithAttrs).
-func rankLogger(log *slog.Logger, rank int) *slog.Logger { return log.With("rank", rank) }
 
 // queuedWriter hands what is written to a goroutine that writes it to w, so
 // that writers never wait for w. Under mpirun rank 0 writes its stdout
