@@ -1,7 +1,8 @@
 // Package comm moves bytes between the ranks of one SPMD job: the
-// communicators (MPI across processes, Local across goroutines), the halo
-// exchange of boundary rows, and the accounting of every byte sent. It never
-// interprets model state.
+// transports (MPI across processes, Local across goroutines, NCCL and
+// device copies between GPUs) and the watchdog that bounds every wait. The
+// halo exchange over them is comm/halo, its codecs comm/codec; comm never
+// interprets what it moves.
 package comm
 
 // Comm is the transport of one rank. All ranks call the collectives in the
