@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make bench: measures kernels, data loading and whole training epochs on this
-# machine and writes docs/BENCHMARKS.md. Every figure in that file comes from
+# machine and writes docs/results/BENCHMARKS.md. Every figure in that file comes from
 # the run that wrote it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,7 @@ export CGO_LDFLAGS=${CGO_LDFLAGS:--L/usr/lib/x86_64-linux-gnu/hdf5/serial}
 NODES=${BENCH_NODES:-1000000}
 DEGREE=${BENCH_DEGREE:-20}
 EPOCHS=${BENCH_EPOCHS:-5}
-OUT=${BENCH_OUT:-docs/BENCHMARKS.md}
+OUT=${BENCH_OUT:-docs/results/BENCHMARKS.md}
 work=bin/bench
 mkdir -p "$work" docs
 
@@ -191,7 +191,7 @@ for h in 64 256 512; do
 done
 printf "# axis value epoch_seconds peak_mib\n%s%s%s" "$sizes" "$widths" "$ranks" >"$work/growth.tsv"
 go build -o "$work/gnn-results" ./cmd/gnn-results
-"$work/gnn-results" growth --out docs/figures/growth "$work/growth.tsv" >/dev/null
+"$work/gnn-results" growth --out docs/results/figures/growth "$work/growth.tsv" >/dev/null
 growth_table=$(python3 - "$work/growth.tsv" <<'PY'
 import sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]
@@ -278,7 +278,7 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   echo "Epoch time (median over the epochs after the first) and peak RSS against the graph's size (the reference comparison's"
   echo "runs of ours), the model's width (3-layer GraphSAGE on the $NODES-node benchmark graph) and the number of ranks (the"
   echo "distributed runs above: all ranks share this machine's $(nproc) cores, so the same work is split, not added; memory is the"
-  echo "largest rank's). Factors are against each axis's first row; docs/figures/growth.png plots them against linear growth."
+  echo "largest rank's). Factors are against each axis's first row; docs/results/figures/growth.png plots them against linear growth."
   echo
   echo "| axis | value | epoch s | peak RSS MiB | value factor | time factor | memory factor |"
   echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make experiments: the VARCO grid of docs/RESULTS.md. Every run writes one
+# make experiments: the VARCO grid of docs/results/RESULTS.md. Every run writes one
 # metrics file RESULTS/<grid>/<dataset>/<partition>-q<Q>/<method>-s<seed>.jsonl;
 # a file that ends with its summary line is done and is skipped, so an
 # interrupted grid resumes where it stopped. The report is rebuilt at the end.
@@ -223,7 +223,7 @@ EOF
 
 report() {
   config
-  "$(dirname "$BIN")/gnn-results" report --dir "$RESULTS" --out docs/RESULTS.md --figures docs/figures --notes docs/results-notes.md
+  "$(dirname "$BIN")/gnn-results" report --dir "$RESULTS" --out docs/results/RESULTS.md --figures docs/results/figures
 }
 
 gen csbm100k 100000

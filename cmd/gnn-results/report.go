@@ -15,11 +15,10 @@ import (
 )
 
 func runReport(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("report", "report --dir RESULTS --out FILE.md [--figures DIR] [--notes FILE.md]", stderr)
+	fs := newFlags("report", "report --dir RESULTS --out FILE.md [--figures DIR]", stderr)
 	dir := fs.String("dir", "", "results directory, laid out as "+results.Layout+", with an optional config.txt")
-	out := fs.String("out", "", "Markdown file to write, e.g. docs/RESULTS.md")
+	out := fs.String("out", "", "Markdown file to write, e.g. docs/results/RESULTS.md")
 	figDir := fs.String("figures", "", "directory for the figures (default: figures beside --out)")
-	notesPath := fs.String("notes", "", "hand-written Markdown (the reading of the tables) put after the title")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -29,7 +28,7 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if *figDir == "" {
 		*figDir = filepath.Join(filepath.Dir(*out), "figures")
 	}
-	release, err := outfile.Claim([]outfile.Path{{Flag: "--dir", Name: *dir}, {Flag: "--notes", Name: *notesPath}},
+	release, err := outfile.Claim([]outfile.Path{{Flag: "--dir", Name: *dir}},
 		[]outfile.Path{{Flag: "--out", Name: *out, MakeDirs: true}, {Flag: "--figures", Name: *figDir, Dir: true, MakeDirs: true}})
 	if err != nil {
 		return err
@@ -43,18 +42,12 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var notes []byte
-	if *notesPath != "" {
-		if notes, err = os.ReadFile(*notesPath); err != nil {
-			return fmt.Errorf("--notes: %w", err)
-		}
-	}
 	figs, err := writeFigures(res, *figDir)
 	if err != nil {
 		return err
 	}
 	var md bytes.Buffer
-	if err := results.Render(&md, res, *dir, config, string(notes), figs, filepath.Dir(*out)); err != nil {
+	if err := results.Render(&md, res, *dir, config, figs, filepath.Dir(*out)); err != nil {
 		return err
 	}
 	if err := writeAtomic(*out, func(w io.Writer) error { _, err := w.Write(md.Bytes()); return err }); err != nil {

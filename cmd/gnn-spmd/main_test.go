@@ -325,6 +325,9 @@ func TestCompressFlags(t *testing.T) {
 			*p = compress.MustPreset(compress.PresetNone)
 			p.Fwd, p.Bwd, p.Ratio = codec.KindTrunc, codec.KindTrunc, 8
 		}},
+		// The presets spelled out in expert flags, as docs/VARCO.md gives them.
+		{strings.Fields("--codec quant --ratio 16 --bits-bwd 1 --residual forward --residual-skip 0.02 --grad-skip 0.1 --group-width 64"), func(p *compress.Plan) {}},
+		{strings.Fields("--codec trunc --schedule varco --raw-last-layer --eval compressed"), func(p *compress.Plan) { *p = compress.MustPreset(compress.PresetAuthors) }},
 	} {
 		want := rec
 		tc.edit(&want)

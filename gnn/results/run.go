@@ -2,7 +2,7 @@
 // files as runs, the accuracy-at-a-byte-budget measure that methods are
 // compared by, the runs of a results directory grouped by dataset,
 // partition and method, and the Markdown report that tests the VARCO
-// paper's claims on them (docs/RESULTS.md).
+// paper's claims on them (docs/results/RESULTS.md).
 package results
 
 import (
