@@ -36,24 +36,6 @@ func (c *compressFlags) register(fs *flag.FlagSet) {
 			return err
 		})
 	}
-	kind := func(set func(*compress.Plan, codec.Kind)) func(string) (func(*compress.Plan), error) {
-		return func(v string) (func(*compress.Plan), error) {
-			k, err := codec.ParseKind(v)
-			return func(p *compress.Plan) { set(p, k) }, err
-		}
-	}
-	number := func(set func(*compress.Plan, float64)) func(string) (func(*compress.Plan), error) {
-		return func(v string) (func(*compress.Plan), error) {
-			x, err := strconv.ParseFloat(v, 64)
-			return func(p *compress.Plan) { set(p, x) }, err
-		}
-	}
-	integer := func(set func(*compress.Plan, int)) func(string) (func(*compress.Plan), error) {
-		return func(v string) (func(*compress.Plan), error) {
-			n, err := strconv.Atoi(v)
-			return func(p *compress.Plan) { set(p, n) }, err
-		}
-	}
 	boolean := func(name, usage string, set func(*compress.Plan, bool)) {
 		fs.BoolFunc(name, usage, func(v string) error {
 			b, err := strconv.ParseBool(v)
@@ -63,36 +45,37 @@ func (c *compressFlags) register(fs *flag.FlagSet) {
 			return err
 		})
 	}
+	number := func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }
 	edit("codec", "codec of the activations: none, trunc (leading columns) or quant (stochastic b-bit); also of the gradients unless --codec-bwd",
-		kind(func(p *compress.Plan, k codec.Kind) { p.Fwd = k }))
+		field(codec.ParseKind, func(p *compress.Plan, k codec.Kind) { p.Fwd = k }))
 	edit("codec-bwd", "codec of the gradients returned to the rows' owners: none, trunc or quant",
-		kind(func(p *compress.Plan, k codec.Kind) { p.Bwd = k }))
+		field(codec.ParseKind, func(p *compress.Plan, k codec.Kind) { p.Bwd = k }))
 	edit("schedule", "rate over epochs: fixed (--ratio), varco (--ratio-max down to --ratio-min, --slope) or adaptive (--kappa; docs/VARCO.md)",
-		func(v string) (func(*compress.Plan), error) {
-			s, err := compress.ParseSchedule(v)
-			return func(p *compress.Plan) { p.Schedule = s }, err
-		})
-	edit("ratio", "fixed: the rate r >= 1 (quant: 32/r bits per value; trunc: 1/r of the columns)", number(func(p *compress.Plan, x float64) { p.Ratio = x }))
-	edit("ratio-max", "varco and adaptive: the first epoch's rate (default 128)", number(func(p *compress.Plan, x float64) { p.RatioMax = x }))
-	edit("ratio-min", "varco: the last rate (default 1.5)", number(func(p *compress.Plan, x float64) { p.RatioMin = x }))
-	edit("slope", "varco: s in r(t) = max(rmax - s*t*(rmax-rmin)/(T-2), rmin) (default 5)", number(func(p *compress.Plan, x float64) { p.Slope = x }))
-	edit("kappa", "adaptive: the relative halo error allowed at the largest gradient norm (default 2)", number(func(p *compress.Plan, x float64) { p.Kappa = x }))
-	edit("bits-bwd", "quant bits of the returned gradients on every compressed layer (0: from the layer's rate)", integer(func(p *compress.Plan, n int) { p.BitsBwd = n }))
+		field(compress.ParseSchedule, func(p *compress.Plan, s compress.ScheduleKind) { p.Schedule = s }))
+	edit("ratio", "fixed: the rate r >= 1 (quant: 32/r bits per value; trunc: 1/r of the columns)", field(number, func(p *compress.Plan, x float64) { p.Ratio = x }))
+	edit("ratio-max", "varco and adaptive: the first epoch's rate (default 128)", field(number, func(p *compress.Plan, x float64) { p.RatioMax = x }))
+	edit("ratio-min", "varco: the last rate (default 1.5)", field(number, func(p *compress.Plan, x float64) { p.RatioMin = x }))
+	edit("slope", "varco: s in r(t) = max(rmax - s*t*(rmax-rmin)/(T-2), rmin) (default 5)", field(number, func(p *compress.Plan, x float64) { p.Slope = x }))
+	edit("kappa", "adaptive: the relative halo error allowed at the largest gradient norm (default 2)", field(number, func(p *compress.Plan, x float64) { p.Kappa = x }))
+	edit("bits-bwd", "quant bits of the returned gradients on every compressed layer (0: from the layer's rate)", field(strconv.Atoi, func(p *compress.Plan, n int) { p.BitsBwd = n }))
 	edit("residual", "residual coding with error feedback: on (activations and gradients), forward (activations) or off",
-		func(v string) (func(*compress.Plan), error) {
-			r, err := compress.ParseResidual(v)
-			return func(p *compress.Plan) { p.Residual = r }, err
-		})
-	edit("residual-skip", "with residual coding: leave out a row whose residual is at most this fraction of its largest value (0: send every row)", number(func(p *compress.Plan, x float64) { p.ResidualSkip = x }))
-	edit("grad-skip", "leave out of the lossy backward exchanges a gradient row whose squared norm is below this fraction of its message's mean (0: none)", number(func(p *compress.Plan, x float64) { p.GradSkip = x }))
-	edit("group-width", "quant rows of a layer narrower than this many values share one header per ceil(this/width) rows (0: a header per row)", integer(func(p *compress.Plan, n int) { p.GroupWidth = n }))
+		field(compress.ParseResidual, func(p *compress.Plan, r compress.ResidualMode) { p.Residual = r }))
+	edit("residual-skip", "with residual coding: leave out a row whose residual is at most this fraction of its largest value (0: send every row)", field(number, func(p *compress.Plan, x float64) { p.ResidualSkip = x }))
+	edit("grad-skip", "leave out of the lossy backward exchanges a gradient row whose squared norm is below this fraction of its message's mean (0: none)", field(number, func(p *compress.Plan, x float64) { p.GradSkip = x }))
+	edit("group-width", "quant rows of a layer narrower than this many values share one header per ceil(this/width) rows (0: a header per row)", field(strconv.Atoi, func(p *compress.Plan, n int) { p.GroupWidth = n }))
 	boolean("raw-last-layer", "send the last layer's rows raw whatever the schedule, as the VARCO authors' code does", func(p *compress.Plan, b bool) { p.RawLastLayer = b })
 	boolean("cache-input", "without dropout, send the first layer's input once, raw, and keep its aggregation (by default it crosses every epoch, through the codec, as in the VARCO authors' code)", func(p *compress.Plan, b bool) { p.CacheInput = b })
 	edit("eval", "how a compressed run measures accuracy: confirm (from the training pass; the best epoch's and the final parameters at full precision after the last epoch), exact (a raw pass every epoch) or compressed (the VARCO authors')",
-		func(v string) (func(*compress.Plan), error) {
-			e, err := compress.ParseEval(v)
-			return func(p *compress.Plan) { p.Eval = e }, err
-		})
+		field(compress.ParseEval, func(p *compress.Plan, e compress.Eval) { p.Eval = e }))
+}
+
+// field is an expert flag's edit: its value read by parse and set into
+// a plan's field by set.
+func field[T any](parse func(string) (T, error), set func(*compress.Plan, T)) func(string) (func(*compress.Plan), error) {
+	return func(v string) (func(*compress.Plan), error) {
+		x, err := parse(v)
+		return func(p *compress.Plan) { set(p, x) }, err
+	}
 }
 
 // scheduleKnobs are the flags that apply to some schedules only.
