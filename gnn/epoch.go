@@ -281,14 +281,12 @@ func (t *Trainer) record(p *epochPlan, st *metrics.Epoch) error {
 	return nil
 }
 
-// advance keeps the parameters the epoch was evaluated with where a
-// confirming run scores them best, takes Adam's step, and lets a
-// closed-loop schedule see the epoch.
+// advance keeps the parameters the epoch was evaluated with where they
+// score best so far, takes Adam's step, and lets a closed-loop schedule
+// see the epoch.
 func (t *Trainer) advance(st *metrics.Epoch) {
 	m, c := t.Model, t.Config
-	if t.confirm != nil {
-		t.confirm.observe(m, st)
-	}
+	t.best.observe(m, st)
 	t.step++
 	for _, p := range m.Params {
 		wd := float32(0)

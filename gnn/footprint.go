@@ -17,20 +17,17 @@ package gnn
 // Model.CacheTrainingInput), the first layer's cached exact input
 // (Model.exchangeExactInput) where it is not the layer's z, the matrix its one
 // exchange fills and, for SAGE evaluated apart from an uncached training
-// pass, the first layer's shared self term. With confirm (EvalConfirm) it
-// adds the kept parameters of the best epochs and the final ones' copy.
+// pass, the first layer's shared self term. It counts the kept parameters
+// of the best epochs and the final ones' copy, which every run holds.
 // TestFootprint holds it to what NewModel and training allocate.
-func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, exactEval, cachedInput, confirm bool) float64 {
+func Footprint(cfg ModelConfig, owned, halo, send, edges int, host, residual, exactEval, cachedInput bool) float64 {
 	const f32 = 4
 	dims := cfg.Dims()
 	own, rows := float64(owned), float64(owned+halo)
 	var floats, scratch, width, exchanged, cacheWidth float64
-	copies := 4.0 // W, G, M and V
-	if confirm {
-		copies += 2 // the kept best epoch's and the final copy
-		if cfg.Classes == 2 {
-			copies++ // the best AUC epoch's
-		}
+	copies := 6.0 // W, G, M and V, the kept best epoch's and the final copy
+	if cfg.Classes == 2 {
+		copies++ // the best AUC epoch's
 	}
 	if cfg.Model == "gat" {
 		floats, width, exchanged = gatFootprint(cfg, own, rows, float64(edges), copies)

@@ -53,7 +53,7 @@ func TestFootprint(t *testing.T) {
 		}
 		var est float64
 		for _, v := range views {
-			est += Footprint(mc, v.NumOwned, v.NumHalo, v.Plan.SendRows(), int(v.Adj.Ptr[v.NumOwned]), true, false, false, c.cache, false)
+			est += Footprint(mc, v.NumOwned, v.NumHalo, v.Plan.SendRows(), int(v.Adj.Ptr[v.NumOwned]), true, false, false, c.cache)
 		}
 		var before, after runtime.MemStats
 		runtime.GC()

@@ -83,9 +83,8 @@ type Trainer struct {
 	// cacheInput: a distributed run whose first layer's input crosses once
 	// (Model.CacheTrainingInput, compress.Plan.CacheInput), not every epoch.
 	cacheInput bool
-	// confirm keeps the best epochs' parameters of an EvalConfirm run; nil
-	// for the other modes and full communication.
-	confirm *confirmation
+	// best keeps the best epochs' parameters.
+	best *bestParams
 }
 
 // sums is what an epoch adds up over the ranks, in one vector so that one
@@ -149,9 +148,7 @@ func NewTrainer(m *Model, cfg TrainConfig, plan compress.Plan, x halo.Exchanger,
 	if plan.Enabled() {
 		t.schedule = plan.NewSchedule(cfg.Epochs)
 	}
-	if plan.Confirms() {
-		t.confirm = newConfirmation(m)
-	}
+	t.best = newBestParams(m)
 	return t, nil
 }
 
@@ -205,9 +202,8 @@ func (e *StoppedError) Error() string {
 // Run trains until Config.Epochs epochs are done (from the first, or after
 // those given to Resume), calling report (if non-nil) after each; a report
 // error stops training, and so does a stop request (Stop), after the
-// epoch's report, with a *StoppedError. A run that confirms (EvalConfirm)
-// then evaluates its kept parameters at full precision for the summary
-// (confirmBest).
+// epoch's report, with a *StoppedError. A finished run then evaluates at
+// full precision what its summary reports (finish).
 func (t *Trainer) Run(report func(*metrics.Epoch) error) (metrics.Summary, error) {
 	start := time.Now()
 	s := t.past
@@ -228,10 +224,8 @@ func (t *Trainer) Run(report func(*metrics.Epoch) error) (metrics.Summary, error
 			return s, &StoppedError{Epochs: e + 1}
 		}
 	}
-	if t.confirm != nil {
-		if err := t.confirmBest(&s); err != nil {
-			return s, err
-		}
+	if err := t.finish(&s); err != nil {
+		return s, err
 	}
 	s.Seconds = time.Since(start).Seconds()
 	return s, nil

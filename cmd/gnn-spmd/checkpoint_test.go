@@ -467,39 +467,47 @@ func deadPid(t *testing.T) int {
 	return cmd.Process.Pid
 }
 
-// TestExportBest: export --params best writes the parameters a confirming
-// run kept for its best validation epoch, as the checkpoint holds them; a
-// checkpoint that keeps none is refused with one line, and nothing is
+// TestExportBest: export --params best writes the parameters a run kept
+// for its best validation epoch, as the checkpoint holds them (a compressed
+// run and full communication alike); a checkpoint written before any epoch
+// was evaluated keeps none and is refused with one line, and nothing is
 // written.
 func TestExportBest(t *testing.T) {
 	dir := t.TempDir()
 	g := genGraph(t, dir, "3")
-	ck, npz := filepath.Join(dir, "c.h5"), filepath.Join(dir, "best.npz")
-	if code, _, stderr := runCLI("train", "--data", g, "--ranks", "2", "--epochs", "6", "--hidden", "8", "--quiet", "--compress", "recommended", "--checkpoint", ck); code != 0 {
+	for _, compress := range []string{"recommended", "none"} {
+		ck, npz := filepath.Join(dir, compress+".h5"), filepath.Join(dir, compress+".npz")
+		if code, _, stderr := runCLI("train", "--data", g, "--ranks", "2", "--epochs", "6", "--hidden", "8", "--quiet", "--compress", compress, "--checkpoint", ck); code != 0 {
+			t.Fatalf("train: %s", stderr)
+		}
+		if code, _, stderr := runCLI("export", "--checkpoint", ck, "--params", "best", "--out", npz); code != 0 {
+			t.Fatalf("export: %s", stderr)
+		}
+		c := readCheckpoint(t, ck)
+		want, epoch, err := c.BestParams(ck)
+		if err != nil || epoch != c.Kept[0].Epoch {
+			t.Fatalf("%s: kept parameters: %v (epoch %d)", compress, err, epoch)
+		}
+		ref := filepath.Join(dir, "ref.npz")
+		if err := ckpt.WriteNPZ(ref, want); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(npz)
+		if b, _ := os.ReadFile(ref); !bytes.Equal(got, b) || len(got) == 0 {
+			t.Errorf("%s: exported best parameters (%d bytes) differ from the checkpoint's /best/acc (%d bytes)", compress, len(got), len(b))
+		}
+	}
+	// Epochs 0 and 1 are not evaluated (dropout: an evaluation pass every
+	// 4 epochs), so the checkpoint after epoch 2 keeps no best epoch.
+	early := filepath.Join(dir, "early.h5")
+	if code, _, stderr := runCLI("train", "--data", g, "--epochs", "4", "--hidden", "8", "--quiet", "--dropout", "0.2", "--eval-every", "4",
+		"--checkpoint", early, "--checkpoint-every", "2", "--keep", "2"); code != 0 {
 		t.Fatalf("train: %s", stderr)
 	}
-	if code, _, stderr := runCLI("export", "--checkpoint", ck, "--params", "best", "--out", npz); code != 0 {
-		t.Fatalf("export: %s", stderr)
-	}
-	c := readCheckpoint(t, ck)
-	want, epoch, err := c.BestParams(ck)
-	if err != nil || epoch != c.Kept[0].Epoch {
-		t.Fatalf("kept parameters: %v (epoch %d)", err, epoch)
-	}
-	ref := filepath.Join(dir, "ref.npz")
-	if err := ckpt.WriteNPZ(ref, want); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := os.ReadFile(npz)
-	if b, _ := os.ReadFile(ref); !bytes.Equal(got, b) || len(got) == 0 {
-		t.Errorf("exported best parameters (%d bytes) differ from the checkpoint's /best/acc (%d bytes)", len(got), len(b))
-	}
-	full := filepath.Join(dir, "full.h5")
-	smallRun(t, g, full)
-	out := filepath.Join(dir, "none.npz")
-	code, _, stderr := runCLI("export", "--checkpoint", full, "--params", "best", "--out", out)
+	out := filepath.Join(dir, "refused.npz")
+	code, _, stderr := runCLI("export", "--checkpoint", early+".1", "--params", "best", "--out", out)
 	if code != job.ExitBadInput || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "/best/acc") {
-		t.Errorf("full communication's checkpoint: exit %d, %q; want exit 2 and one line naming /best/acc", code, stderr)
+		t.Errorf("a checkpoint before any evaluated epoch: exit %d, %q; want exit 2 and one line naming /best/acc", code, stderr)
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("a refused export wrote its output")

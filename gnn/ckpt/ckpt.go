@@ -42,10 +42,28 @@ type Checkpoint struct {
 	// Residual is the residual coding's state of every rank, one table per
 	// exchange that has run with it (none without residual coding).
 	Residual []halo.ResidualTable
-	// Kept is the parameters of the best epochs so far of a run that
-	// confirms them at its end (compress.EvalConfirm), one set per criterion.
-	Kept    []gnn.Kept
+	// Kept is the parameters of the best epochs so far, one set per
+	// criterion.
+	Kept []gnn.Kept
+	// Exact is the full-precision accuracies of the parameter sets, which a
+	// finished run measured after its last epoch; nil in a checkpoint
+	// written before that, or by a run whose accuracies are read under
+	// compression (--eval compressed).
+	Exact   *Accuracies
 	History []metrics.Epoch // one per finished epoch
+}
+
+// Accuracies are the validation and test accuracies of the kept best
+// parameters (/best/acc) and of the final ones (/params).
+type Accuracies struct {
+	BestVal, BestTest, FinalVal, FinalTest float64
+}
+
+// accuracyAttrs names Accuracies' root attributes, in field order.
+var accuracyAttrs = [...]string{"best_val_acc", "best_test_acc", "final_val_acc", "final_test_acc"}
+
+func (a *Accuracies) fields() []*float64 {
+	return []*float64{&a.BestVal, &a.BestTest, &a.FinalVal, &a.FinalTest}
 }
 
 // Param is one parameter with its Adam moments, all [Rows, Cols] row-major.
@@ -165,6 +183,11 @@ func (c *Checkpoint) baseAttrs() []h5.Attr {
 		a = append(a, h5.Attr{Name: "adaptive_smoothed", Val: s.Smoothed},
 			h5.Attr{Name: "adaptive_gmin", Val: s.GMin}, h5.Attr{Name: "adaptive_gmax", Val: s.GMax})
 	}
+	if x := c.Exact; x != nil {
+		for i, v := range x.fields() {
+			a = append(a, h5.Attr{Name: accuracyAttrs[i], Val: *v})
+		}
+	}
 	return a
 }
 
@@ -243,6 +266,7 @@ func (c *Checkpoint) read(f *h5.File) error {
 	}
 	c.readParams(f)
 	c.readKept(f)
+	c.readExact(f)
 	if p := &c.Config.Run.Compress; p.Enabled() && p.Schedule == compress.ScheduleAdaptive {
 		c.readAdaptive(f)
 	}
@@ -270,9 +294,9 @@ func (c *Checkpoint) readParams(f *h5.File) {
 func keptEpochAttr(criterion string) string { return "best_" + criterion + "_epoch" }
 func keptGroup(criterion string) string     { return "/best/" + criterion + "/" }
 
-// readKept reads the kept parameters present: a run that confirms keeps
-// them from its first evaluated epoch on (gnn.Trainer.RestoreKept checks
-// them against the run and its history).
+// readKept reads the kept parameters present: a run keeps them from its
+// first evaluated epoch on (gnn.Trainer.RestoreKept checks them against the
+// run and its history).
 func (c *Checkpoint) readKept(f *h5.File) {
 	for _, crit := range gnn.KeptCriteria {
 		name := keptEpochAttr(crit)
@@ -287,10 +311,23 @@ func (c *Checkpoint) readKept(f *h5.File) {
 	}
 }
 
+// readExact reads the recorded accuracies, all four or none.
+func (c *Checkpoint) readExact(f *h5.File) {
+	if !f.HasAttr(accuracyAttrs[0]) {
+		return
+	}
+	c.Exact = &Accuracies{}
+	for i, v := range c.Exact.fields() {
+		if *v = f.Float64(accuracyAttrs[i]); f.Err() == nil && !(*v >= 0 && *v <= 1) {
+			f.Errorf("attribute "+accuracyAttrs[i], "is %v, expected an accuracy in [0, 1]", *v)
+		}
+	}
+}
+
 // BestParams is the kept parameters of the best validation accuracy's
 // epoch, named and shaped as Params (Adam's moments left out), and that
 // epoch; an *data.InputError naming path where the checkpoint keeps none
-// (a run not under --eval confirm).
+// (no epoch was evaluated before it).
 func (c *Checkpoint) BestParams(path string) ([]Param, int, error) {
 	for _, k := range c.Kept {
 		if k.Criterion != "acc" {
@@ -302,7 +339,7 @@ func (c *Checkpoint) BestParams(path string) ([]Param, int, error) {
 		}
 		return out, k.Epoch, nil
 	}
-	return nil, 0, &data.InputError{File: path, Field: strings.TrimSuffix(keptGroup("acc"), "/"), Msg: "is absent: the run kept no best-epoch parameters (only compressed runs under --eval confirm do); use --params final"}
+	return nil, 0, &data.InputError{File: path, Field: strings.TrimSuffix(keptGroup("acc"), "/"), Msg: "is absent: no epoch was evaluated before this checkpoint; use --params final"}
 }
 
 func (c *Checkpoint) readAdaptive(f *h5.File) {

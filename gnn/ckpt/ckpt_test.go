@@ -27,7 +27,7 @@ func toyCheckpoint() *Checkpoint {
 	plan.Fwd, plan.Bwd, plan.Schedule = codec.KindQuant, codec.KindQuant, compress.ScheduleAdaptive
 	run := gnn.Config{Model: "sage", Layers: 2, Hidden: 3, InDim: 4, Classes: 2, LR: 0.01, Seed: 7, Epochs: 5, Compress: plan}
 	cfg := NewConfig(run, Data{Split: "s", Ranks: 2, PartitionMethod: "random", Fingerprint: 0xabc, PartitionID: 0xdef})
-	c := &Checkpoint{Config: cfg, DatasetName: "toy", Epoch: 3, Step: 3,
+	c := &Checkpoint{Config: cfg, DatasetName: "toy", Epoch: 3, Step: 3, Exact: &Accuracies{BestVal: 0.5, BestTest: 0.75, FinalVal: 0.25, FinalTest: 0.625},
 		Adaptive: &compress.AdaptiveState{Smoothed: 1.5, GMin: 1, GMax: 2, Rates: []float64{32, 1}, RefErr: []float64{0.1, 0}, RefRate: []float64{32, 0}}}
 	for i, s := range run.ModelConfig().ParamShapes() {
 		p := Param{Name: s.Name, Rows: s.Rows, Cols: s.Cols}

@@ -125,19 +125,48 @@ func (c *checkpointer) restore(t *gnn.Trainer) error {
 }
 
 // due reports whether a checkpoint follows the finished epoch st: the
-// same answer on every rank.
+// same answer on every rank. The last epoch's comes after the run's final
+// evaluation (final).
 func (c *checkpointer) due(st *metrics.Epoch) bool {
 	n := st.Epoch + 1 // finished epochs, restored ones included
-	return c.path != "" && (n%c.every == 0 || n == c.cfg.Run.Epochs || st.Stop)
+	return c.path != "" && n < c.cfg.Run.Epochs && (n%c.every == 0 || st.Stop)
 }
 
 // gather brings every rank's residual state to rank 0 when a checkpoint
 // is due and the run codes residuals; every rank calls it after each epoch.
 func (c *checkpointer) gather(cm comm.Comm, x halo.Exchanger, st *metrics.Epoch) ([]halo.ResidualTable, error) {
-	if x == nil || !c.due(st) || !c.cfg.Run.Compress.CodesResiduals() {
+	if !c.due(st) {
+		return nil, nil
+	}
+	return c.residual(cm, x)
+}
+
+// residual is every rank's residual state, at rank 0, where the run codes
+// residuals (a collective).
+func (c *checkpointer) residual(cm comm.Comm, x halo.Exchanger) ([]halo.ResidualTable, error) {
+	if x == nil || !c.cfg.Run.Compress.CodesResiduals() {
 		return nil, nil
 	}
 	return halo.GatherResidual(cm, x.ResidualBlocks(), c.cfg.Run.Layers)
+}
+
+// final writes the checkpoint of a finished run, with the full-precision
+// accuracies its final evaluation measured (s): every rank calls it, rank
+// 0 (write set) writes. A run resumed from its own last checkpoint writes
+// it again, so that a new --checkpoint gets it too.
+func (c *checkpointer) final(cm comm.Comm, t *gnn.Trainer, s *metrics.Summary, write bool) error {
+	if c.path == "" {
+		return nil
+	}
+	residual, err := c.residual(cm, t.Halo)
+	if err != nil || !write {
+		return err
+	}
+	var exact *ckpt.Accuracies
+	if t.ExactSummary() {
+		exact = &ckpt.Accuracies{BestVal: s.BestValAcc, BestTest: s.TestAtBestVal, FinalVal: s.FinalValAcc, FinalTest: s.FinalTestAcc}
+	}
+	return c.write(t, exact, residual)
 }
 
 // after records a finished epoch and writes a checkpoint when one is due,
@@ -152,10 +181,16 @@ func (c *checkpointer) after(t *gnn.Trainer, st *metrics.Epoch, residual []halo.
 	if !c.due(st) {
 		return nil
 	}
+	return c.write(t, nil, residual)
+}
+
+// write writes the checkpoint of the epochs in the history.
+func (c *checkpointer) write(t *gnn.Trainer, exact *ckpt.Accuracies, residual []halo.ResidualTable) error {
 	start := time.Now()
 	snap := ckpt.Capture(c.cfg, c.dataset, t, c.history, residual) // brings the state to the host
+	snap.Exact = exact
 	if err := finiteState(t); err != nil {
-		return fmt.Errorf("epoch %d: %v: training diverged (lower --lr); %s was not overwritten", st.Epoch, err, c.path)
+		return fmt.Errorf("epoch %d: %v: training diverged (lower --lr); %s was not overwritten", len(c.history)-1, err, c.path)
 	}
 	if err := ckpt.Write(c.path, c.keep, snap); err != nil {
 		return fmt.Errorf("--checkpoint: %w", err)

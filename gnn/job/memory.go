@@ -26,11 +26,10 @@ func (j *job) checkMemory(src *source, sharing int) error {
 	host, residual := j.spec.Device == "cpu", plan.CodesResiduals()
 	// Evaluation passes of their own (gnn.Trainer.Epoch).
 	exactEval := plan.ExactEval() || cfg.Dropout > 0
-	confirm := plan.Confirms() // the best epochs' parameters kept
 	var need float64
 	rows := 0
 	if v := src.single; v != nil {
-		need, rows = gnn.Footprint(mc, v.NumOwned, v.NumHalo, 0, int(v.Adj.Ptr[v.NumOwned])+v.NumOwned, host, false, false, false, false), v.NumOwned
+		need, rows = gnn.Footprint(mc, v.NumOwned, v.NumHalo, 0, int(v.Adj.Ptr[v.NumOwned])+v.NumOwned, host, false, false, false), v.NumOwned
 	}
 	for _, sh := range src.shards {
 		halo, sent := len(sh.Halo), sh.NumSent()
@@ -38,7 +37,7 @@ func (j *job) checkMemory(src *source, sharing int) error {
 			halo, sent = 0, 0
 		}
 		// Self loops come on top of the shard's edges (GCN, GAT).
-		need += gnn.Footprint(mc, sh.NumOwned(), halo, sent, len(sh.Indices)+sh.NumOwned(), host, residual, exactEval, plan.CacheInput, confirm)
+		need += gnn.Footprint(mc, sh.NumOwned(), halo, sent, len(sh.Indices)+sh.NumOwned(), host, residual, exactEval, plan.CacheInput)
 		rows += sh.NumOwned()
 	}
 	need *= float64(sharing)

@@ -341,6 +341,9 @@ func (j *job) rank(l launcher, p *process, c comm.Comm) error {
 	case err != nil:
 		return l.abort(c, &rankError{rank: rank, err: err})
 	}
+	if err := p.ck.final(c, rj.trainer, &sum, rank == 0); err != nil {
+		return l.abort(c, &rankError{rank: rank, err: err})
+	}
 	// Every process's peak memory and every rank's residual state, for the
 	// summary. (Both are exact in float64.)
 	rss, err := l.peakRSS(c)

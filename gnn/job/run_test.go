@@ -2,6 +2,7 @@ package job
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/data/datafile"
 	"github.com/gnn-spmd/gnn-spmd/data/gen"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
+	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
 	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
@@ -202,6 +204,52 @@ func TestReorderOneProcess(t *testing.T) {
 			if d := math.Abs(none[e].Loss - rcm[e].Loss); d > 1e-5*none[e].Loss {
 				t.Errorf("%d ranks, epoch %d: loss %v in rcm order, %v as given: more than float order apart", ranks, e, rcm[e].Loss, none[e].Loss)
 			}
+		}
+	}
+}
+
+// summaryOf keeps the run's summary.
+type summaryOf struct {
+	quiet
+	s *metrics.Summary
+}
+
+func (o *summaryOf) Done(s *metrics.Summary) { o.s = s }
+
+// TestFinalCheckpoint: a finished run's last checkpoint records the
+// full-precision accuracies its summary reports, of the kept best
+// parameters and of the final ones, which are those the run ends with (an
+// epoch measures the parameters that enter it); resuming that checkpoint
+// with another --checkpoint writes it there too.
+func TestFinalCheckpoint(t *testing.T) {
+	data := genData(t)
+	dir := t.TempDir()
+	for _, ranks := range []int{1, 2} {
+		ck := filepath.Join(dir, fmt.Sprintf("ck%d.h5", ranks))
+		s := DefaultSpec()
+		s.Data, s.Ranks, s.Run.Epochs, s.Run.Hidden, s.Checkpoint = data, ranks, 4, 8, ck
+		obs := &summaryOf{}
+		if err := Run(s, Env{Observer: obs}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := ckpt.Read(ck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := obs.s
+		want := ckpt.Accuracies{BestVal: sum.BestValAcc, BestTest: sum.TestAtBestVal, FinalVal: sum.FinalValAcc, FinalTest: sum.FinalTestAcc}
+		if c.Exact == nil || *c.Exact != want || c.Epoch != 4 {
+			t.Errorf("%d ranks: the checkpoint of epoch %d records %+v, the summary %+v", ranks, c.Epoch, c.Exact, want)
+		}
+		last := c.History[len(c.History)-1]
+		t.Logf("%d ranks: final test accuracy %.4f, the last epoch's (its parameters before their step) %.4f", ranks, sum.FinalTestAcc, last.TestAcc)
+		again := filepath.Join(dir, fmt.Sprintf("again%d.h5", ranks))
+		s.Resume, s.Checkpoint = ck, again
+		if err := Run(s, Env{Observer: &summaryOf{}}); err != nil {
+			t.Fatal(err)
+		}
+		if c2, err := ckpt.Read(again); err != nil || c2.Exact == nil || *c2.Exact != want {
+			t.Errorf("%d ranks: resuming a finished run wrote %v (%v), want its accuracies %+v", ranks, c2, err, want)
 		}
 	}
 }

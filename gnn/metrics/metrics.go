@@ -195,6 +195,10 @@ type Summary struct {
 	BestValAcc    float64 `json:"best_val_acc"`
 	BestEpoch     int     `json:"best_epoch"`
 	TestAtBestVal float64 `json:"test_at_best_val"`
+	// FinalValAcc and FinalTestAcc are the accuracies of the parameters the
+	// run ends with, at full precision after the last epoch (under --eval
+	// compressed, the last evaluated epoch's, under compression).
+	FinalValAcc   float64 `json:"final_val_acc"`
 	FinalTestAcc  float64 `json:"final_test_acc"`
 	Epochs        int     `json:"epochs"`
 	Seconds       float64 `json:"seconds"`
@@ -222,9 +226,9 @@ type Summary struct {
 	// the accuracies above at full precision, after the last epoch, from
 	// the parameters of the best epochs (chosen by the validation scores
 	// under compression, SelectedValAcc and SelectedValAUC) and the final
-	// ones: FinalTestAcc is then the final parameters', those the run ends
-	// with (gnn.EvalConfirm). ConfirmBytes is what those passes sent, over
-	// all ranks; like the evaluation bytes, not part of BytesTotal.
+	// ones (compress.EvalConfirm). ConfirmBytes is what the passes after
+	// the last epoch sent, over all ranks; like the evaluation bytes, not
+	// part of BytesTotal.
 	Confirmed      bool     `json:"confirmed,omitempty"`
 	SelectedValAcc float64  `json:"selected_val_acc,omitempty"`
 	SelectedValAUC *float64 `json:"selected_val_auc,omitempty"`
@@ -243,7 +247,7 @@ func (s *Summary) Add(e Epoch) {
 		s.BestValAUC, s.TestAtBestValAUC = ptr(*e.ValAUC), ptr(*e.TestAUC)
 	}
 	if e.Evaluated() {
-		s.FinalTestAcc = e.TestAcc
+		s.FinalValAcc, s.FinalTestAcc = e.ValAcc, e.TestAcc
 	}
 	s.BytesTotal += e.BytesFwd + e.BytesBwd
 	s.Epochs = e.Epoch + 1

@@ -4,22 +4,25 @@ import (
 	"fmt"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
-// Kept is a copy of the parameters of the epoch whose validation score,
-// read under compression, is the best so far (EvalConfirm): Criterion
-// "acc" (validation accuracy) or "auc" (validation AUC, two-class tasks).
-// W holds one host slice per parameter, in Model.Params order.
+// Kept is a copy of the parameters of the epoch whose validation score is
+// the best so far: Criterion "acc" (validation accuracy) or "auc"
+// (validation AUC, two-class tasks). W holds one host slice per parameter,
+// in Model.Params order. Every run keeps them, for a checkpoint, export and
+// predict; a compressed run that confirms evaluates them at full precision
+// after its last epoch.
 type Kept struct {
 	Criterion string
 	Epoch     int
 	W         [][]float32
 }
 
-// KeptCriteria are the criteria a confirming run keeps parameters by:
-// validation accuracy always, validation AUC on two-class tasks.
+// KeptCriteria are the criteria a run keeps parameters by: validation
+// accuracy always, validation AUC on two-class tasks.
 var KeptCriteria = []string{"acc", "auc"}
 
 // kept is a Kept on the device, with the score that chose it.
@@ -30,12 +33,12 @@ type kept struct {
 	w         []*kernels.Mat
 }
 
-// confirmation keeps the parameters of the best epochs of an EvalConfirm
-// run, one set per criterion, and the scores they were chosen by.
-type confirmation struct{ sets []*kept }
+// bestParams keeps the parameters of a run's best epochs, one set per
+// criterion, and the scores they were chosen by.
+type bestParams struct{ sets []*kept }
 
-func newConfirmation(m *Model) *confirmation {
-	c := &confirmation{}
+func newBestParams(m *Model) *bestParams {
+	c := &bestParams{}
 	criteria := KeptCriteria[:1]
 	if m.Config.Classes == 2 {
 		criteria = KeptCriteria
@@ -76,7 +79,7 @@ func (k *kept) offer(st *metrics.Epoch) bool {
 
 // observe copies the parameters, still those the epoch was evaluated
 // with, into every set whose score the epoch beats.
-func (c *confirmation) observe(m *Model, st *metrics.Epoch) {
+func (c *bestParams) observe(m *Model, st *metrics.Epoch) {
 	for _, k := range c.sets {
 		if k.offer(st) {
 			for i, p := range m.Params {
@@ -86,14 +89,10 @@ func (c *confirmation) observe(m *Model, st *metrics.Epoch) {
 	}
 }
 
-// Kept returns host copies of the kept parameters, for a checkpoint; nil
-// unless the run confirms (EvalConfirm).
+// Kept returns host copies of the kept parameters, for a checkpoint.
 func (t *Trainer) Kept() []Kept {
-	if t.confirm == nil {
-		return nil
-	}
 	var out []Kept
-	for _, k := range t.confirm.sets {
+	for _, k := range t.best.sets {
 		if k.epoch < 0 {
 			continue
 		}
@@ -111,13 +110,7 @@ func (t *Trainer) Kept() []Kept {
 // RestoreKept loads a checkpoint's kept parameters, which must agree with
 // its history (the one given to Resume): each criterion's best epoch there.
 func (t *Trainer) RestoreKept(history []metrics.Epoch, sets []Kept) error {
-	if t.confirm == nil {
-		if len(sets) > 0 {
-			return fmt.Errorf("restore: the checkpoint keeps best-epoch parameters, but this run does not confirm")
-		}
-		return nil
-	}
-	for _, k := range t.confirm.sets {
+	for _, k := range t.best.sets {
 		for i := range history {
 			k.offer(&history[i])
 		}
@@ -148,12 +141,25 @@ func (t *Trainer) RestoreKept(history []metrics.Epoch, sets []Kept) error {
 	return nil
 }
 
-// confirmBest evaluates the kept parameters and the final ones at full
-// precision and writes those accuracies into s, whose best epochs are
-// those chosen under compression (kept as SelectedValAcc and
-// SelectedValAUC). The passes leave the final parameters in place; their
-// bytes, over all ranks, go to s.ConfirmBytes.
-func (t *Trainer) confirmBest(s *metrics.Summary) error {
+// ExactSummary reports whether the summary's accuracies are at full
+// precision: always but under EvalCompressed, whose accuracies are those
+// measured under compression.
+func (t *Trainer) ExactSummary() bool {
+	return !t.plan.Enabled() || t.plan.Eval != compress.EvalCompressed
+}
+
+// finish evaluates at full precision, after the last epoch, what the
+// summary reports and no epoch measured exactly: the final parameters
+// (an epoch measures those that enter it, not those its step leaves) and,
+// where the epochs' accuracies were read under compression (EvalConfirm),
+// the kept best ones, chosen by those compressed scores (kept as
+// SelectedValAcc and SelectedValAUC). The passes leave the final
+// parameters in place; their bytes, over all ranks, go to s.ConfirmBytes.
+// Under EvalCompressed it evaluates nothing.
+func (t *Trainer) finish(s *metrics.Summary) error {
+	if !t.ExactSummary() {
+		return nil
+	}
 	m, dev := t.Model, t.Model.dev
 	final := make([]*kernels.Mat, len(m.Params))
 	for i, p := range m.Params {
@@ -167,59 +173,61 @@ func (t *Trainer) confirmBest(s *metrics.Summary) error {
 	if t.Halo != nil {
 		t.Halo.Meter().Reset()
 	}
-	s.Confirmed = true
-	s.SelectedValAcc = s.BestValAcc
-	if a := s.BestValAUC; a != nil {
-		v := *a
-		s.SelectedValAUC = &v
-	}
 	var bytes float64
-	for _, k := range t.confirm.sets {
-		if k.epoch < 0 {
-			continue
+	if t.plan.Confirms() {
+		s.Confirmed = true
+		s.SelectedValAcc = s.BestValAcc
+		if a := s.BestValAUC; a != nil {
+			v := *a
+			s.SelectedValAUC = &v
 		}
-		r, err := t.confirmPass(k.w)
-		if err != nil {
-			return err
-		}
-		bytes += r.bytes
-		switch k.criterion {
-		case "acc":
-			if k.epoch != s.BestEpoch {
-				return fmt.Errorf("confirm: kept epoch %d as the best, the history says %d", k.epoch, s.BestEpoch)
+		for _, k := range t.best.sets {
+			if k.epoch < 0 {
+				continue
 			}
-			s.BestValAcc, s.TestAtBestVal = r.val, r.test
-		case "auc":
-			s.BestValAUC, s.TestAtBestValAUC = r.valAUC, r.testAUC
+			r, err := t.exactPass(k.w)
+			if err != nil {
+				return err
+			}
+			bytes += r.bytes
+			switch k.criterion {
+			case "acc":
+				if k.epoch != s.BestEpoch {
+					return fmt.Errorf("confirm: kept epoch %d as the best, the history says %d", k.epoch, s.BestEpoch)
+				}
+				s.BestValAcc, s.TestAtBestVal = r.val, r.test
+			case "auc":
+				s.BestValAUC, s.TestAtBestValAUC = r.valAUC, r.testAUC
+			}
 		}
 	}
-	r, err := t.confirmPass(final)
+	r, err := t.exactPass(final)
 	if err != nil {
 		return err
 	}
-	s.FinalTestAcc = r.test
+	s.FinalValAcc, s.FinalTestAcc = r.val, r.test
 	s.ConfirmBytes = int64(bytes + r.bytes)
 	m.first.forgetPassState()
 	return nil
 }
 
-// confirmResult is what one exact evaluation pass measured, over all ranks.
-type confirmResult struct {
+// exactResult is what one exact evaluation pass measured, over all ranks.
+type exactResult struct {
 	val, test       float64
 	valAUC, testAUC *float64
 	bytes           float64
 }
 
-// confirmPass evaluates the parameters w at full precision (raw codecs set
+// exactPass evaluates the parameters w at full precision (raw codecs set
 // by the caller) and leaves them in the model.
-func (t *Trainer) confirmPass(w []*kernels.Mat) (confirmResult, error) {
+func (t *Trainer) exactPass(w []*kernels.Mat) (exactResult, error) {
 	m, v, s := t.Model, t.Model.view, t.sums
 	for i, p := range m.Params {
 		m.dev.Copy(p.w, w[i])
 	}
 	logits, err := m.Forward(t.Halo, Pass{Epoch: t.Config.Epochs, Exact: true})
 	if err != nil {
-		return confirmResult{}, fmt.Errorf("confirming pass: %w", err)
+		return exactResult{}, fmt.Errorf("confirming pass: %w", err)
 	}
 	clear(s.v)
 	t.count(logits)
@@ -237,10 +245,10 @@ func (t *Trainer) confirmPass(w []*kernels.Mat) (confirmResult, error) {
 	if t.Reduce != nil {
 		comm.Label(t.Reduce, &t.metricsOp)
 		if err := t.Reduce.AllReduceFloat64(s.v); err != nil {
-			return confirmResult{}, fmt.Errorf("confirming pass: metrics all-reduce: %w", err)
+			return exactResult{}, fmt.Errorf("exact evaluation pass: metrics all-reduce: %w", err)
 		}
 	}
-	r := confirmResult{val: *s.valid / float64(v.GlobalValid), test: *s.test / float64(v.GlobalTest), bytes: *s.once}
+	r := exactResult{val: *s.valid / float64(v.GlobalValid), test: *s.test / float64(v.GlobalTest), bytes: *s.once}
 	if s.valHist != nil {
 		r.valAUC, r.testAUC = auc(s.valHist), auc(s.testHist)
 	}
