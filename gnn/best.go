@@ -211,23 +211,27 @@ func (t *Trainer) finish(s *metrics.Summary) error {
 	return nil
 }
 
-// exactResult is what one exact evaluation pass measured, over all ranks.
+// exactResult is what one exact evaluation pass measured, over all ranks,
+// and this rank's logits.
 type exactResult struct {
-	val, test       float64
-	valAUC, testAUC *float64
-	bytes           float64
+	train, val, test float64
+	logits           *kernels.Mat
+	valAUC, testAUC  *float64
+	bytes            float64
 }
 
-// exactPass evaluates the parameters w at full precision (raw codecs set
-// by the caller) and leaves them in the model.
+// exactPass evaluates the parameters w (nil: the model's own) at full
+// precision (raw codecs set by the caller) and leaves them in the model.
 func (t *Trainer) exactPass(w []*kernels.Mat) (exactResult, error) {
 	m, v, s := t.Model, t.Model.view, t.sums
 	for i, p := range m.Params {
-		m.dev.Copy(p.w, w[i])
+		if w != nil {
+			m.dev.Copy(p.w, w[i])
+		}
 	}
 	logits, err := m.Forward(t.Halo, Pass{Epoch: t.Config.Epochs, Exact: true})
 	if err != nil {
-		return exactResult{}, fmt.Errorf("confirming pass: %w", err)
+		return exactResult{}, fmt.Errorf("exact evaluation pass: %w", err)
 	}
 	clear(s.v)
 	t.count(logits)
@@ -248,7 +252,8 @@ func (t *Trainer) exactPass(w []*kernels.Mat) (exactResult, error) {
 			return exactResult{}, fmt.Errorf("exact evaluation pass: metrics all-reduce: %w", err)
 		}
 	}
-	r := exactResult{val: *s.valid / float64(v.GlobalValid), test: *s.test / float64(v.GlobalTest), bytes: *s.once}
+	r := exactResult{train: *s.train / float64(v.GlobalTrain), val: *s.valid / float64(v.GlobalValid), test: *s.test / float64(v.GlobalTest),
+		bytes: *s.once, logits: logits}
 	if s.valHist != nil {
 		r.valAUC, r.testAUC = auc(s.valHist), auc(s.testHist)
 	}

@@ -14,14 +14,15 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/data/ogb"
 	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/data/partition"
+	"github.com/gnn-spmd/gnn-spmd/data/predfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
 func runInspect(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("inspect", "inspect [--json] [--verify] PATH   (a partition directory, a .h5 dataset or a checkpoint)", stderr)
+	fs := newFlags("inspect", "inspect [--json] [--verify] PATH   (a partition directory, a .h5 dataset, a checkpoint or a predictions file)", stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
-	verify := fs.Bool("verify", false, "check a checkpoint's internal consistency: print ok, or the first problem (exit 2)")
+	verify := fs.Bool("verify", false, "check a checkpoint or a predictions file whole: print ok, or the first problem (exit 2)")
 	if err := fs.ParseFlagsOnly(args); err != nil {
 		return err
 	}
@@ -32,6 +33,9 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	st, err := os.Stat(path)
 	if err != nil {
 		return &data.InputError{File: path, Msg: "cannot open: expected a partition directory, a .h5 dataset or a checkpoint"}
+	}
+	if !st.IsDir() && h5.Format(path) == predfile.Format {
+		return inspectPredictions(path, *asJSON, *verify, stdout)
 	}
 	if *verify || (!st.IsDir() && h5.Format(path) == ckpt.Format) {
 		return inspectCheckpoint(path, *asJSON, *verify, stdout)
@@ -151,6 +155,10 @@ func inspectCheckpoint(path string, asJSON, verify bool, stdout io.Writer) error
 	for _, k := range c.Kept {
 		fmt.Fprintf(stdout, "kept     best %s epoch %d: every parameter under /best/%s/\n", k.Criterion, k.Epoch, k.Criterion)
 	}
+	if x := c.Exact; x != nil {
+		fmt.Fprintf(stdout, "recorded at full precision: best parameters val %.4f, test %.4f; final parameters val %.4f, test %.4f\n",
+			x.BestVal, x.BestTest, x.FinalVal, x.FinalTest)
+	}
 	if n := len(c.History); n > 0 {
 		s := c.History[n-1]
 		fmt.Fprintf(stdout, "last epoch %d: loss %.4f, train %s, val %s, test %s, halo bytes %s in all\n",
@@ -174,10 +182,13 @@ type ckptSummary struct {
 	Config      map[string]any `json:"config"`
 	Params      []paramSummary `json:"params"`
 	Residual    []paramSummary `json:"residual,omitempty"`
-	// Kept: the best epochs whose parameters a confirming run keeps
+	// Kept: the best epochs whose parameters the run keeps
 	// (/best/<criterion>/...).
-	Kept []keptSummary  `json:"kept,omitempty"`
-	Last *metrics.Epoch `json:"last_epoch,omitempty"`
+	Kept []keptSummary `json:"kept,omitempty"`
+	// Recorded: the full-precision accuracies of the best and the final
+	// parameters, which a finished run records.
+	Recorded *ckpt.Accuracies `json:"recorded,omitempty"`
+	Last     *metrics.Epoch   `json:"last_epoch,omitempty"`
 }
 
 type keptSummary struct {
@@ -206,6 +217,7 @@ func checkpointSummary(c *ckpt.Checkpoint) ckptSummary {
 	for _, k := range c.Kept {
 		s.Kept = append(s.Kept, keptSummary{k.Criterion, k.Epoch})
 	}
+	s.Recorded = c.Exact
 	if n := len(c.History); n > 0 {
 		s.Last = &c.History[n-1]
 	}
@@ -253,5 +265,36 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %d parameters of %s (%s) to %s\n", len(params), *in, what, *out)
+	return nil
+}
+
+// inspectPredictions summarises a predictions file, or with verify reads
+// it whole (shapes, classes, digests).
+func inspectPredictions(path string, asJSON, verify bool, stdout io.Writer) error {
+	if verify {
+		if _, err := predfile.Read(path); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintln(stdout, "ok")
+		return err
+	}
+	m, err := predfile.ReadMeta(path)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, m)
+	}
+	fmt.Fprintf(stdout, "predictions %s: %d nodes of dataset %s (fingerprint %016x), %d classes, /scores holds %s\n",
+		path, m.Nodes, m.Dataset, m.Fingerprint, m.Classes, m.Scores)
+	from := "the run that trained it"
+	if m.Checkpoint != "" {
+		from = m.Checkpoint
+	}
+	fmt.Fprintf(stdout, "model %s, %s parameters (epoch %d) from %s; split %s accuracy train %.4f, val %.4f, test %.4f\n",
+		m.Model, m.Params, m.ParamsEpoch, from, m.Split, m.TrainAcc, m.ValAcc, m.TestAcc)
+	if m.EmbedLayer >= 0 {
+		fmt.Fprintf(stdout, "embeddings: the output of layer %d, %d wide (/embeddings)\n", m.EmbedLayer, m.EmbedCols)
+	}
 	return nil
 }

@@ -14,6 +14,7 @@ var commands = []cli.Command{
 	{Name: "gen", Summary: "generate a synthetic graph dataset (contextual SBM) as .h5", Run: runGen},
 	{Name: "partition", Summary: "partition a dataset into per-rank part files (METIS or random)", Run: runPartition},
 	{Name: "inspect", Summary: "summarise a partition directory, a .h5 dataset or a checkpoint", Run: runInspect},
+	{Name: "predict", Summary: "predict every node with a checkpoint's model, in one process or across ranks (HDF5)", Run: runPredict},
 	{Name: "export", Summary: "export a checkpoint's parameters for other tools (NumPy .npz)", Run: runExport},
 	{Name: "convert", Summary: "convert an OGB-layout directory into one .h5 dataset file", Run: runConvert},
 	{Name: "devices", Summary: "the GPUs and the CUDA libraries (cuBLAS, NCCL) this binary finds, and where", Run: runDevices},

@@ -67,6 +67,8 @@ func newTrainFlags(stderr io.Writer) *trainFlags {
 	tf.quiet = fs.Bool("quiet", false, "print the header and the summary only")
 	fs.IntVar(&s.CheckpointEvery, "checkpoint-every", s.CheckpointEvery, "epochs between checkpoints")
 	fs.IntVar(&s.Keep, "keep", s.Keep, "checkpoints kept: FILE (newest), then FILE.1 ... FILE.<K-1>")
+	fs.StringVar(&s.Predict.Out, "predict", "", "after training, write every node's predictions to this HDF5 file (docs/CLI.md, predict)")
+	predictFlags(fs.FlagSet, &s.Predict, "predict-params")
 	fs.StringVar(&s.CPUProfile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file (under mpirun: rank 0's)")
 	tf.progress = fs.String("progress", "auto", "per-epoch output: bar, lines, or auto (bar on a terminal)")
 	tf.verbose = fs.Bool("verbose", false, "log setup and checkpoint details to stderr")
@@ -76,13 +78,13 @@ func newTrainFlags(stderr io.Writer) *trainFlags {
 	fs.Section("Training", false, "epochs", "lr", "weight-decay", "seed")
 	fs.Section("Distribution", false, "ranks", "partition", "device")
 	fs.Section("Compression", false, "compress")
-	fs.Section("Outputs", false, "metrics", "checkpoint", "resume", "quiet")
+	fs.Section("Outputs", false, "metrics", "checkpoint", "resume", "predict", "quiet")
 	fs.Section("Data, more", true, "normalize-features", "add-inverse", "self-loops")
 	fs.Section("Model, more", true, "heads", "out-heads", "attn-dropout", "recompute")
 	fs.Section("Training, more", true, "eval-every")
 	fs.Section("Distribution, more", true, "partition-seed", "no-comm", "comm", "gpu", "threads", "overlap", "reorder", "comm-timeout")
 	fs.Section("Compression, more: each flag replaces one field of the --compress preset", true, compressExpert...)
-	fs.Section("Outputs, more", true, "checkpoint-every", "keep", "cpuprofile", "progress", "verbose")
+	fs.Section("Outputs, more", true, "checkpoint-every", "keep", "predict-params", "probabilities", "embeddings", "cpuprofile", "progress", "verbose")
 	tf.fs = fs
 	return tf
 }
@@ -204,6 +206,28 @@ func (p *epochPrinter) Done(s *metrics.Summary) {
 	}
 	fmt.Fprintf(p.con.stdout(), "done: best val %.4f at epoch %d, test at best val %.4f, final test %.4f%s%s, %d epochs in %.2fs, halo traffic %s, %s\n",
 		s.BestValAcc, s.BestEpoch, s.TestAtBestVal, s.FinalTestAcc, aucText, confirmed, s.Epochs, s.Seconds, humanBytes(s.BytesTotal), memText)
+}
+
+func (p *epochPrinter) Predicted(i *job.PredictInfo) {
+	m := i.Meta
+	what := m.Scores
+	if m.EmbedLayer >= 0 {
+		what += fmt.Sprintf(" and layer %d's embeddings (%d wide)", m.EmbedLayer, m.EmbedCols)
+	}
+	var peak int64
+	for _, v := range i.RankRSSMiB {
+		peak = max(peak, v)
+	}
+	line := fmt.Sprintf("predictions: %d nodes, %s, with the %s parameters (epoch %d), written to %s in %.2fs (forward pass %.2fs), peak memory %d MiB per process at most; accuracy train %.4f, val %.4f, test %.4f",
+		m.Nodes, what, m.Params, m.ParamsEpoch, i.Out, i.Seconds, i.ForwardSeconds, peak, m.TrainAcc, m.ValAcc, m.TestAcc)
+	switch r := i.Recorded; {
+	case r == nil:
+	case r.Val == m.ValAcc && r.Test == m.TestAcc:
+		line += ", as recorded for these parameters"
+	default:
+		line += fmt.Sprintf(", where val %.4f and test %.4f were recorded for these parameters", r.Val, r.Test)
+	}
+	fmt.Fprintln(p.con.stdout(), line)
 }
 
 // rateText formats per-layer rates for the epoch line, "" when all are 1.

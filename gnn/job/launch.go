@@ -19,9 +19,9 @@ type launcher interface {
 	// job's outcome.
 	run(p *process, rank func(c comm.Comm) error) error
 	// loads lists the ranks whose data this process reads, of q, and
-	// whether one rank trains on the whole graph in this process (no shard
-	// copies).
-	loads(q int) (ranks []int, wholeGraph bool)
+	// whether they are all of them (the process reads the data once for
+	// all, and one rank of one trains on the whole graph).
+	loads(q int) (ranks []int, all bool)
 	// sharing is how many processes' ranks share this node's memory.
 	sharing() int
 	// resumeCopy is the file rank c.Rank() reads --resume from ("" for the
@@ -92,7 +92,7 @@ func (l *localRanks) loads(q int) ([]int, bool) {
 	for r := range ranks {
 		ranks[r] = r
 	}
-	return ranks, q == 1 && !l.j.spec.NoComm
+	return ranks, true
 }
 
 func (l *localRanks) sharing() int { return 1 }

@@ -32,6 +32,8 @@ type Observer interface {
 	Resumed(from string, epoch, total int)
 	Epoch(e *metrics.Epoch) error
 	Done(s *metrics.Summary)
+	// Predicted says that the predictions file was written.
+	Predicted(p *PredictInfo)
 }
 
 // Info describes a run after its setup, for the header people read.

@@ -14,10 +14,14 @@ func (s *Spec) claimOutputs() (release func(), err error) {
 	metrics := outfile.Path{Flag: "--metrics", Name: s.Metrics, Lock: true}
 	checkpoint := outfile.Path{Flag: "--checkpoint", Name: s.Checkpoint, Versions: s.Keep, Lock: true}
 	profile := outfile.Path{Flag: "--cpuprofile", Name: s.CPUProfile}
+	predictions := outfile.Path{Flag: "--predict", Name: s.Predict.Out}
+	if s.Weights != "" {
+		predictions.Flag = "--out"
+	}
 	resume := []outfile.Path{{Flag: "--resume", Name: s.Resume}}
-	if err := outfile.Distinct(resume, []outfile.Path{metrics, profile}); err != nil {
+	if err := outfile.Distinct(resume, []outfile.Path{metrics, profile, predictions}); err != nil {
 		return nil, err
 	}
-	data := []outfile.Path{{Flag: "--data", Name: s.Data}, {Flag: "--parts", Name: s.Parts}}
-	return outfile.Claim(data, []outfile.Path{metrics, checkpoint, profile})
+	data := []outfile.Path{{Flag: "--data", Name: s.Data}, {Flag: "--parts", Name: s.Parts}, {Flag: "--checkpoint", Name: s.Weights}}
+	return outfile.Claim(data, []outfile.Path{metrics, checkpoint, profile, predictions})
 }

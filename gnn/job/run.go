@@ -12,6 +12,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/comm"
 	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
+	"github.com/gnn-spmd/gnn-spmd/data/predfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
@@ -329,6 +330,10 @@ func (j *job) rank(l launcher, p *process, c comm.Comm) error {
 		}
 		defer stopProfile()
 	}
+	if w := p.weights; w != nil {
+		meta := predfile.Meta{Fingerprint: w.data.Fingerprint, Checkpoint: w.path, Params: s.Predict.Params, ParamsEpoch: w.epoch}
+		return endPredict(l, c, j.predict(l, c, rj.trainer, meta, w.recorded, &info))
+	}
 	sum, err := rj.trainer.Run(rj.afterEpoch(p.ck, rep))
 	var stopped *gnn.StoppedError
 	var diverged *gnn.DivergedError
@@ -343,6 +348,11 @@ func (j *job) rank(l launcher, p *process, c comm.Comm) error {
 	}
 	if err := p.ck.final(c, rj.trainer, &sum, rank == 0); err != nil {
 		return l.abort(c, &rankError{rank: rank, err: err})
+	}
+	if s.Predict.Out != "" {
+		if err := j.predictTrained(l, c, rj.trainer, &sum, p.src, &info); err != nil {
+			return endPredict(l, c, err)
+		}
 	}
 	// Every process's peak memory and every rank's residual state, for the
 	// summary. (Both are exact in float64.)
@@ -371,7 +381,7 @@ func (j *job) rank(l launcher, p *process, c comm.Comm) error {
 // the data decide with rank 0's, and builds the rank's job.
 func (j *job) setupRank(l launcher, p *process, c comm.Comm) (*rankJob, *gnn.View, error) {
 	rank := c.Rank()
-	resume, removeCopy, err := l.resumeCopy(c, j.spec.Resume)
+	resume, removeCopy, err := l.resumeCopy(c, j.spec.checkpointIn())
 	defer removeCopy()
 	var v *gnn.View
 	if err == nil {
@@ -392,7 +402,11 @@ func (j *job) setupRank(l launcher, p *process, c comm.Comm) (*rankJob, *gnn.Vie
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := p.ck.restore(rj.trainer); err != nil {
+	restore := p.ck.restore
+	if p.weights != nil {
+		restore = p.weights.load
+	}
+	if err := restore(rj.trainer); err != nil {
 		rj.close()
 		return nil, nil, err
 	}
@@ -443,3 +457,4 @@ func (quiet) Start(*Info)                {}
 func (quiet) Resumed(string, int, int)   {}
 func (quiet) Epoch(*metrics.Epoch) error { return nil }
 func (quiet) Done(*metrics.Summary)      {}
+func (quiet) Predicted(*PredictInfo)     {}

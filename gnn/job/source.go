@@ -127,15 +127,17 @@ func (j *job) view(src *source, r int) (v *gnn.View, reordered bool, err error) 
 // checkpoint to resume, read once by the first rank that asks, and kept
 // until every rank has built its model from them.
 type process struct {
-	j          *job
-	ranks      []int // the ranks whose data this process reads
-	wholeGraph bool  // one rank trains on the whole graph (no shard copies)
-	sharing    int   // processes whose ranks share this node's memory
+	j       *job
+	ranks   []int // the ranks whose data this process reads
+	all     bool  // the process holds every rank (load's oneProcess)
+	sharing int   // processes whose ranks share this node's memory
 
 	once sync.Once
 	src  *source
 	ck   *checkpointer
-	err  error
+	// weights is the predict command's model and parameters (Spec.Weights).
+	weights *weights
+	err     error
 
 	claimed  sync.Once
 	claimErr error
@@ -147,8 +149,8 @@ type process struct {
 }
 
 func newProcess(j *job, l launcher, q int) *process {
-	ranks, whole := l.loads(q)
-	return &process{j: j, ranks: ranks, wholeGraph: whole, sharing: l.sharing(), reorder: map[int]bool{}, remaining: len(ranks)}
+	ranks, all := l.loads(q)
+	return &process{j: j, ranks: ranks, all: all, sharing: l.sharing(), reorder: map[int]bool{}, remaining: len(ranks)}
 }
 
 // setup reads the data of a q-rank job for this process's ranks, checks
@@ -166,10 +168,27 @@ func (p *process) setup(rank, q int, resume string) error {
 func (p *process) read(q int, resume string) error {
 	p.once.Do(func() {
 		j := p.j
-		if p.src, p.err = j.load(p.ranks, q, p.wholeGraph); p.err != nil {
+		if j.spec.Weights != "" {
+			// The checkpoint says how the data were prepared and what the
+			// model is: the ranks of this process share the spec.
+			if p.weights, p.err = j.readWeights(resume); p.err != nil {
+				return
+			}
+			j.spec.Normalize, j.spec.Run = p.weights.data.NormalizeFeatures, p.weights.run
+		}
+		if p.src, p.err = j.load(p.ranks, q, p.all); p.err != nil {
 			return
 		}
+		if p.weights != nil {
+			if p.err = p.weights.check(p.src); p.err != nil {
+				return
+			}
+		}
 		if p.err = j.checkMemory(p.src, p.sharing); p.err != nil {
+			return
+		}
+		if p.weights != nil {
+			p.ck = &checkpointer{log: j.rankLog(0)} // writes nothing
 			return
 		}
 		p.ck, p.err = newCheckpointer(j.spec, resume, j.identity(p.src), p.src.info.Dataset, j.rankLog(0))

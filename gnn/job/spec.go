@@ -52,6 +52,13 @@ type Spec struct {
 	// and at the last (gnn.Trainer.EvalEvery).
 	EvalEvery int
 
+	// Weights, when set, makes the job a prediction with this checkpoint's
+	// model and parameters instead of training (the predict command): Run
+	// is then the checkpoint's.
+	Weights string
+	// Predict asks for predictions after training, or with Weights.
+	Predict PredictSpec
+
 	// What the run writes.
 	Metrics         string // JSON Lines, one per epoch, then the summary
 	Checkpoint      string
@@ -66,7 +73,8 @@ type Spec struct {
 // communication timeout.
 func DefaultSpec() Spec {
 	return Spec{Run: gnn.DefaultConfig(), Partition: partition.MethodRandom, Ranks: 1, Comm: "auto", Device: DefaultDevice,
-		GPU: -1, Overlap: true, Reorder: gnn.OrderMETIS, CommTimeout: 5 * time.Minute, EvalEvery: 1, CheckpointEvery: 10, Keep: 1}
+		GPU: -1, Overlap: true, Reorder: gnn.OrderMETIS, CommTimeout: 5 * time.Minute, EvalEvery: 1, CheckpointEvery: 10, Keep: 1,
+		Predict: DefaultPredictSpec()}
 }
 
 // SpecError is a spec that cannot run: a usage error.
@@ -85,38 +93,44 @@ func specErrorf(format string, args ...any) error {
 func (s *Spec) Validate() error {
 	switch {
 	case s.Data == "" && s.Parts == "":
-		return specErrorf("train: --data (or --parts) is required")
+		return specErrorf("%s: --data (or --parts) is required", s.command())
 	case s.Threads < 0:
-		return specErrorf("train: --threads: got %d, expected >= 0", s.Threads)
+		return specErrorf("%s: --threads: got %d, expected >= 0", s.command(), s.Threads)
 	case s.Ranks < 1:
-		return specErrorf("train: --ranks: got %d, expected >= 1", s.Ranks)
+		return specErrorf("%s: --ranks: got %d, expected >= 1", s.command(), s.Ranks)
 	case s.Device != "cpu" && s.Device != "cuda":
-		return specErrorf("train: --device: got %q, expected cpu or cuda", s.Device)
+		return specErrorf("%s: --device: got %q, expected cpu or cuda", s.command(), s.Device)
 	case s.Device == "cuda" && DefaultDevice == "cpu":
-		return specErrorf("train: --device cuda: this binary is the CPU build (-tags cpu); build the GPU one with make cuda")
+		return specErrorf("%s: --device cuda: this binary is the CPU build (-tags cpu); build the GPU one with make cuda", s.command())
 	case s.GPU < -1:
-		return specErrorf("train: --gpu: got %d, expected a GPU ordinal >= 0", s.GPU)
+		return specErrorf("%s: --gpu: got %d, expected a GPU ordinal >= 0", s.command(), s.GPU)
 	case s.GPU >= 0 && s.Device != "cuda":
-		return specErrorf("train: --gpu applies to --device cuda")
+		return specErrorf("%s: --gpu applies to --device cuda", s.command())
 	case s.Recompute && s.Run.Model != "gat":
-		return specErrorf("train: --recompute applies to --model gat")
+		return specErrorf("%s: --recompute applies to --model gat", s.command())
 	case s.Reorder != gnn.OrderNone && s.Reorder != gnn.OrderRCM && s.Reorder != gnn.OrderMETIS:
-		return specErrorf("train: --reorder: got %q, expected %s, %s or %s", s.Reorder, gnn.OrderNone, gnn.OrderRCM, gnn.OrderMETIS)
+		return specErrorf("%s: --reorder: got %q, expected %s, %s or %s", s.command(), s.Reorder, gnn.OrderNone, gnn.OrderRCM, gnn.OrderMETIS)
 	case s.Partition != partition.MethodRandom && s.Partition != partition.MethodMETIS:
-		return specErrorf("train: --partition: got %q, expected random or metis", s.Partition)
+		return specErrorf("%s: --partition: got %q, expected random or metis", s.command(), s.Partition)
 	case s.Parts != "" && s.Normalize:
-		return specErrorf("train: --normalize-features applies when loading --data, not to a --parts directory")
+		return specErrorf("%s: --normalize-features applies when loading --data, not to a --parts directory", s.command())
 	case s.EvalEvery < 1:
-		return specErrorf("train: --eval-every: got %d, expected >= 1", s.EvalEvery)
+		return specErrorf("%s: --eval-every: got %d, expected >= 1", s.command(), s.EvalEvery)
 	case s.CheckpointEvery < 1:
-		return specErrorf("train: --checkpoint-every: got %d, expected >= 1", s.CheckpointEvery)
+		return specErrorf("%s: --checkpoint-every: got %d, expected >= 1", s.command(), s.CheckpointEvery)
 	case s.Keep < 1:
-		return specErrorf("train: --keep: got %d, expected >= 1", s.Keep)
+		return specErrorf("%s: --keep: got %d, expected >= 1", s.command(), s.Keep)
 	case s.CommTimeout < 0:
-		return specErrorf("train: --comm-timeout: got %v, expected >= 0 (0 = never)", s.CommTimeout)
+		return specErrorf("%s: --comm-timeout: got %v, expected >= 0 (0 = never)", s.command(), s.CommTimeout)
 	}
 	if err := s.Run.Validate(); err != nil {
-		return specErrorf("train: %v", err)
+		return specErrorf("%s: %v", s.command(), err)
+	}
+	if s.Weights != "" && s.Predict.Out == "" {
+		return specErrorf("%s: --out is required", s.command())
+	}
+	if err := s.Predict.validate(s.Run.Layers, s.Weights != ""); err != nil {
+		return err
 	}
 	if err := deviceRuns(&s.Run.Compress, s.Device); err != nil {
 		return err
@@ -173,4 +187,21 @@ func (s *Spec) ThreadsPerRank(q int) int {
 }
 
 // checkpointing reports whether the run needs its identity (fingerprints).
-func (s *Spec) checkpointing() bool { return s.Checkpoint != "" || s.Resume != "" }
+func (s *Spec) checkpointing() bool { return s.Checkpoint != "" || s.Resume != "" || s.Weights != "" }
+
+// command is the subcommand the spec comes from, for its errors.
+func (s *Spec) command() string {
+	if s.Weights != "" {
+		return "predict"
+	}
+	return "train"
+}
+
+// checkpointIn is the checkpoint the job reads: --resume, or the predict
+// command's weights.
+func (s *Spec) checkpointIn() string {
+	if s.Weights != "" {
+		return s.Weights
+	}
+	return s.Resume
+}

@@ -198,11 +198,11 @@ type Summary struct {
 	// FinalValAcc and FinalTestAcc are the accuracies of the parameters the
 	// run ends with, at full precision after the last epoch (under --eval
 	// compressed, the last evaluated epoch's, under compression).
-	FinalValAcc   float64 `json:"final_val_acc"`
-	FinalTestAcc  float64 `json:"final_test_acc"`
-	Epochs        int     `json:"epochs"`
-	Seconds       float64 `json:"seconds"`
-	BytesTotal    int64   `json:"bytes_total"` // halo bytes over all epochs, ranks and directions
+	FinalValAcc  float64 `json:"final_val_acc"`
+	FinalTestAcc float64 `json:"final_test_acc"`
+	Epochs       int     `json:"epochs"`
+	Seconds      float64 `json:"seconds"`
+	BytesTotal   int64   `json:"bytes_total"` // halo bytes over all epochs, ranks and directions
 	// EvalBytesOnce is what the evaluation passes at full precision of a
 	// distributed run sent once, over all ranks: the first layer's input
 	// features, which then stay cached (absent where none were sent). Like
