@@ -221,6 +221,10 @@ type Comm struct{ f C.MPI_Fint }
 // World returns MPI_COMM_WORLD.
 func World() Comm { return Comm{C.world_handle()} }
 
+// Fortran returns c's Fortran handle, which a C library that makes MPI
+// calls of its own turns back into its communicator with MPI_Comm_f2c.
+func (c Comm) Fortran() int32 { return int32(c.f) }
+
 // Rank returns the calling process's rank in c.
 func (c Comm) Rank() (int, error) {
 	var r C.int
