@@ -73,12 +73,69 @@ func Digest(arrays ...any) uint64 {
 		})
 	}
 	wg.Wait()
-	top := make([]uint64, len(views))
-	for i, d := range digests {
-		top[i] = xxh64(byteView(append([]uint64{uint64(len(views[i]))}, d...)))
+	lengths := make([]int64, len(views))
+	for i, v := range views {
+		lengths[i] = int64(len(v))
+	}
+	return CombineDigests(lengths, digests)
+}
+
+// DigestBlock is the size of the blocks Digest hashes one by one.
+const DigestBlock = digestBlock
+
+// BlockDigest is the digest of one block (at most DigestBlock bytes) as
+// Digest takes it.
+func BlockDigest(b []byte) uint64 { return xxh64(b) }
+
+// CombineDigests is Digest of arrays given by their byte lengths and the
+// digests of their DigestBlock blocks, in order: what processes that each
+// hold a part of an array compute together.
+func CombineDigests(lengths []int64, blocks [][]uint64) uint64 {
+	top := make([]uint64, len(lengths))
+	for i, d := range blocks {
+		top[i] = xxh64(byteView(append([]uint64{uint64(lengths[i])}, d...)))
 	}
 	return xxh64(byteView(top))
 }
+
+// Digester digests one array whose bytes arrive in order, in pieces of
+// any size: Sum equals Digest of the whole array.
+type Digester struct {
+	buf    []byte // the block in progress
+	blocks []uint64
+	n      int64
+}
+
+// Write adds b to the array.
+func (d *Digester) Write(b []byte) {
+	d.n += int64(len(b))
+	for len(b) > 0 {
+		if len(d.buf) == 0 && len(b) >= digestBlock {
+			d.blocks = append(d.blocks, xxh64(b[:digestBlock]))
+			b = b[digestBlock:]
+			continue
+		}
+		k := min(len(b), digestBlock-len(d.buf))
+		d.buf = append(d.buf, b[:k]...)
+		b = b[k:]
+		if len(d.buf) == digestBlock {
+			d.blocks = append(d.blocks, xxh64(d.buf))
+			d.buf = d.buf[:0]
+		}
+	}
+}
+
+// Sum is the digest of the bytes written so far, as Digest gives it.
+func (d *Digester) Sum() uint64 {
+	blocks := d.blocks
+	if len(d.buf) > 0 {
+		blocks = append(blocks[:len(blocks):len(blocks)], xxh64(d.buf))
+	}
+	return CombineDigests([]int64{d.n}, [][]uint64{blocks})
+}
+
+// Bytes is the in-memory (little-endian) bytes of a numeric slice.
+func Bytes[T int32 | int64 | uint64 | float32 | float64](s []T) []byte { return byteView(s) }
 
 // byteView is the in-memory bytes of s (little-endian on every platform
 // this project builds for, which the HDF5 format assumes too).

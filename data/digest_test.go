@@ -38,3 +38,34 @@ func BenchmarkDigest(b *testing.B) {
 		Digest(v)
 	}
 }
+
+// TestDigester: an array digested in pieces of any size, and from block
+// digests, gives Digest's value.
+func TestDigester(t *testing.T) {
+	for _, n := range []int{0, 1, 7, DigestBlock - 1, DigestBlock, DigestBlock + 3, 3*DigestBlock + 5} {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*7 + i>>9)
+		}
+		want := Digest(b)
+		for _, piece := range []int{1, 1000, DigestBlock - 3, DigestBlock, 2*DigestBlock + 1} {
+			if n > 100000 && piece == 1 {
+				continue
+			}
+			var d Digester
+			for lo := 0; lo < n; lo += piece {
+				d.Write(b[lo:min(n, lo+piece)])
+			}
+			if got := d.Sum(); got != want {
+				t.Fatalf("n %d, pieces of %d: %x, want %x", n, piece, got, want)
+			}
+		}
+		var blocks []uint64
+		for lo := 0; lo < n; lo += DigestBlock {
+			blocks = append(blocks, BlockDigest(b[lo:min(n, lo+DigestBlock)]))
+		}
+		if got := CombineDigests([]int64{int64(n)}, [][]uint64{blocks}); got != want {
+			t.Fatalf("n %d from blocks: %x, want %x", n, got, want)
+		}
+	}
+}

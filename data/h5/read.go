@@ -448,15 +448,124 @@ func (f *File) openAttr(g *hdf5.Group, name string, class hdf5.TypeClass, want s
 // with room more elements of capacity. The shape is checked before
 // allocating, and its byte size against the file size.
 func readArray[T Elem](f *File, p string, typ elemType, want []int64, wantDesc string, room int) ([]T, error) {
+	d, dims, err := openArray(f, p, typ, want, wantDesc)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	total := uint64(1)
+	for _, x := range dims {
+		total *= uint64(x)
+	}
+	buf := make([]T, total, int(total)+room)
+	if total > 0 {
+		if err := d.Read(&buf); err != nil {
+			return nil, f.errorf(p, "cannot be read: the file is truncated or corrupt, or the dataset uses an unavailable filter")
+		}
+	}
+	return buf, f.checkDigest(p, buf)
+}
+
+// ReadRange reads the rows [lo, hi) of the first dimension of the dataset
+// at path (a hyperslab: what one process of many reads), which must have
+// exactly the element type T and the given shape (-1: any size); rows
+// picks the range from the first dimension's actual size n. A part of an
+// array cannot be held to the array's digest: the processes that read the
+// parts check it together (Digest has the file's).
+func ReadRange[T Elem](f *File, path, desc string, rows func(n int64) (lo, hi int64), shape ...int64) []T {
+	if f.err != nil {
+		return nil
+	}
+	d, dims, err := openArray(f, path, typeOf[T](), shape, desc)
+	if err != nil {
+		f.keep(err)
+		return nil
+	}
+	defer d.Close()
+	lo, hi := rows(int64(dims[0]))
+	if lo < 0 || hi < lo || hi > int64(dims[0]) {
+		f.keep(f.errorf(path, "rows [%d, %d) asked of %d", lo, hi, dims[0]))
+		return nil
+	}
+	row := int64(1)
+	for _, x := range dims[1:] {
+		row *= int64(x)
+	}
+	buf := make([]T, (hi-lo)*row)
+	if len(buf) == 0 {
+		return buf
+	}
+	offset := make([]uint, len(dims))
+	offset[0] = uint(lo)
+	count := slices.Clone(dims)
+	count[0] = uint(hi - lo)
+	fs := d.Space()
+	if fs == nil {
+		f.keep(f.errorf(path, "has no readable dataspace: the file is corrupt"))
+		return nil
+	}
+	defer fs.Close()
+	ms, err := hdf5.CreateSimpleDataspace(count, nil)
+	if err == nil {
+		defer ms.Close()
+		err = fs.SelectHyperslab(offset, nil, count, nil)
+	}
+	if err == nil {
+		err = d.ReadSubset(&buf, ms, fs)
+	}
+	if err != nil {
+		f.keep(f.errorf(path, "cannot be read: the file is truncated or corrupt, or the dataset uses an unavailable filter"))
+		return nil
+	}
+	return buf
+}
+
+// Digest is the digest the file holds for the dataset at path (false for
+// a file without digests).
+func (f *File) Digest(path string) (uint64, bool) {
+	d, ok := f.digests[path]
+	return d, ok
+}
+
+// Dims is the shape of the dataset at path, checked against the element
+// type T and shape (-1: any size) as ReadArray checks it, without reading.
+func Dims[T Elem](f *File, path, desc string, shape ...int64) []int64 {
+	if f.err != nil {
+		return nil
+	}
+	d, dims, err := openArray(f, path, typeOf[T](), shape, desc)
+	if err != nil {
+		f.keep(err)
+		return nil
+	}
+	d.Close()
+	out := make([]int64, len(dims))
+	for i, x := range dims {
+		out[i] = int64(x)
+	}
+	return out
+}
+
+// openArray opens the dataset at p and checks its element type and shape
+// against want, and its size against the file's; the caller closes it.
+func openArray(f *File, p string, typ elemType, want []int64, wantDesc string) (*hdf5.Dataset, []uint, error) {
 	if !f.f.LinkExists(p) {
-		return nil, f.errorf(p, "missing dataset, expected %s %s", typ.name, wantDesc)
+		return nil, nil, f.errorf(p, "missing dataset, expected %s %s", typ.name, wantDesc)
 	}
 	d, err := f.f.OpenDataset(p)
 	if err != nil {
-		return nil, f.errorf(p, "is not a dataset, expected %s %s", typ.name, wantDesc)
+		return nil, nil, f.errorf(p, "is not a dataset, expected %s %s", typ.name, wantDesc)
 	}
-	defer d.Close()
+	dims, err := checkArray(f, d, p, typ, want, wantDesc)
+	if err != nil {
+		d.Close()
+		return nil, nil, err
+	}
+	return d, dims, nil
+}
 
+// checkArray checks an open dataset's element type and shape.
+func checkArray(f *File, d *hdf5.Dataset, p string, typ elemType, want []int64, wantDesc string) ([]uint, error) {
 	dt, err := d.Datatype()
 	if err != nil {
 		return nil, f.errorf(p, "has no readable type: the file is corrupt")
@@ -498,13 +607,7 @@ func readArray[T Elem](f *File, p string, typ elemType, want []int64, wantDesc s
 	if total > limit {
 		return nil, f.errorf(p, "has shape %v, more %s values than a file of %d bytes can hold (compressed datasets are not supported)", dims, typ.name, f.size)
 	}
-	buf := make([]T, total, int(total)+room)
-	if total > 0 {
-		if err := d.Read(&buf); err != nil {
-			return nil, f.errorf(p, "cannot be read: the file is truncated or corrupt, or the dataset uses an unavailable filter")
-		}
-	}
-	return buf, f.checkDigest(p, buf)
+	return dims, nil
 }
 
 // checkDigest compares the values read from the dataset at p with the

@@ -369,3 +369,288 @@ func writeSlab[T Elem](d *hdf5.Dataset, chunk []T, lo, hi int, dims []uint) erro
 	defer ms.Close()
 	return d.WriteSubset(&chunk, ms, fs)
 }
+
+// Writer writes a new HDF5 file whose large arrays may arrive in pieces
+// (rows written in order, each array's digest computed as they come), so
+// that its writer never holds them whole: the streaming conversion of a
+// dataset and meta.h5's assignment from many processes. Every method runs
+// its HDF5 calls on a locked thread (withHDF5); the first error is kept
+// and returned by every later call. The file carries the same attributes
+// and digests as Create's.
+type Writer struct {
+	name    string
+	f       *hdf5.File
+	groups  map[string]*hdf5.Group
+	opened  []string
+	paths   []string // datasets, in the order they were begun
+	digests map[string]uint64
+	open    map[string]*stream
+	err     error
+}
+
+// stream is a dataset being written in rows.
+type stream struct {
+	d      *hdf5.Dataset
+	typ    elemType
+	dims   []uint
+	rowLen int
+	next   int // the next row
+	sum    data.Digester
+}
+
+// NewWriter creates the file name (in place: the writer of a temporary
+// file, as Create) with the root attributes attrs.
+func NewWriter(name string, attrs []Attr) (*Writer, error) {
+	w := &Writer{name: name, groups: map[string]*hdf5.Group{}, digests: map[string]uint64{}, open: map[string]*stream{}}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	err = withHDF5(func() error {
+		var err error
+		if w.f, err = hdf5.CreateFile(name, hdf5.F_ACC_TRUNC); err != nil {
+			return fmt.Errorf("create HDF5 file: %w", err)
+		}
+		root, err := w.f.OpenGroup("/")
+		if err != nil {
+			return fmt.Errorf("open root group: %w", err)
+		}
+		w.groups["/"] = root
+		for _, a := range attrs {
+			if err := writeAttr(root, a.Name, a.Val); err != nil {
+				return fmt.Errorf("attribute %s: %w", a.Name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		w.Abort()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *Writer) do(fn func() error) error {
+	if w.err == nil {
+		w.err = withHDF5(fn)
+	}
+	return w.err
+}
+
+// group returns the group at an absolute path, creating it and its parents.
+func (w *Writer) group(path string) (*hdf5.Group, error) {
+	if g := w.groups[path]; g != nil {
+		return g, nil
+	}
+	parent, err := w.group(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	g, err := parent.CreateGroup(filepath.Base(path))
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	w.groups[path] = g
+	w.opened = append(w.opened, path)
+	return g, nil
+}
+
+// Array writes a whole array (or an empty group, for nil Data).
+func (w *Writer) Array(a Array) error {
+	return w.do(func() error {
+		if a.Data == nil {
+			_, err := w.group(a.Path)
+			return err
+		}
+		g, err := w.group(filepath.Dir(a.Path))
+		if err != nil {
+			return err
+		}
+		var digest uint64
+		base := filepath.Base(a.Path)
+		switch d := a.Data.(type) {
+		case []int32:
+			digest, err = writeArray(g, base, typeInt32, d, a.Dims)
+		case []int64:
+			digest, err = writeArray(g, base, typeInt64, d, a.Dims)
+		case []float32:
+			digest, err = writeArray(g, base, typeFloat32, d, a.Dims)
+		case []float64:
+			digest, err = writeArray(g, base, typeFloat64, d, a.Dims)
+		default:
+			err = fmt.Errorf("unsupported data %T", a.Data)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", a.Path, err)
+		}
+		w.paths = append(w.paths, a.Path)
+		w.digests[a.Path] = digest
+		return nil
+	})
+}
+
+// Begin creates the dataset at path, of the element type of sample (an
+// empty []int32, []int64, []float32 or []float64) and shape dims, whose
+// rows Rows then writes in order.
+func (w *Writer) Begin(path string, sample any, dims []uint) error {
+	return w.do(func() error {
+		var typ elemType
+		switch sample.(type) {
+		case []int32:
+			typ = typeInt32
+		case []int64:
+			typ = typeInt64
+		case []float32:
+			typ = typeFloat32
+		case []float64:
+			typ = typeFloat64
+		default:
+			return fmt.Errorf("%s: unsupported data %T", path, sample)
+		}
+		g, err := w.group(filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		sp, err := hdf5.CreateSimpleDataspace(dims, nil)
+		if err != nil {
+			return err
+		}
+		defer sp.Close()
+		d, err := g.CreateDataset(filepath.Base(path), typ.native, sp)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		row := 1
+		for _, x := range dims[1:] {
+			row *= int(x)
+		}
+		w.open[path] = &stream{d: d, typ: typ, dims: slices.Clone(dims), rowLen: row}
+		w.paths = append(w.paths, path)
+		return nil
+	})
+}
+
+// Rows writes the next rows of the dataset begun at path: data holds whole
+// rows, of its element type.
+func (w *Writer) Rows(path string, data any) error {
+	return w.do(func() error {
+		s := w.open[path]
+		if s == nil {
+			return fmt.Errorf("%s: rows written before Begin or after End", path)
+		}
+		n := dataBytes(data) / int(s.typ.size)
+		if n%max(s.rowLen, 1) != 0 || s.next+n/max(s.rowLen, 1) > int(s.dims[0]) {
+			return fmt.Errorf("%s: %d values do not make whole rows within shape %v after row %d", path, n, s.dims, s.next)
+		}
+		rows := n / max(s.rowLen, 1)
+		if rows == 0 {
+			return nil
+		}
+		var err error
+		switch d := data.(type) {
+		case []int32:
+			err = writeSlab(s.d, d, s.next, s.next+rows, s.dims)
+		case []int64:
+			err = writeSlab(s.d, d, s.next, s.next+rows, s.dims)
+		case []float32:
+			err = writeSlab(s.d, d, s.next, s.next+rows, s.dims)
+		case []float64:
+			err = writeSlab(s.d, d, s.next, s.next+rows, s.dims)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		s.sum.Write(rawBytes(data))
+		s.next += rows
+		return nil
+	})
+}
+
+// End closes the dataset begun at path, which must have all its rows.
+func (w *Writer) End(path string) error {
+	return w.do(func() error {
+		s := w.open[path]
+		if s == nil {
+			return fmt.Errorf("%s: End without Begin", path)
+		}
+		delete(w.open, path)
+		err := s.d.Close()
+		if err == nil && s.next != int(s.dims[0]) {
+			err = fmt.Errorf("%s: %d of %d rows written", path, s.next, s.dims[0])
+		}
+		w.digests[path] = s.sum.Sum()
+		return err
+	})
+}
+
+// Close writes the digests and closes the file.
+func (w *Writer) Close() error {
+	if len(w.open) > 0 && w.err == nil {
+		w.err = fmt.Errorf("%s: %d datasets not ended", w.name, len(w.open))
+	}
+	w.do(func() error {
+		if len(w.paths) == 0 {
+			return nil
+		}
+		digests := make([]uint64, len(w.paths))
+		for i, p := range w.paths {
+			digests[i] = w.digests[p]
+		}
+		if err := writeAttr(w.groups["/"], DigestPathsAttr, strings.Join(w.paths, "\n")); err != nil {
+			return fmt.Errorf("attribute %s: %w", DigestPathsAttr, err)
+		}
+		if err := writeAttr(w.groups["/"], DigestsAttr, digests); err != nil {
+			return fmt.Errorf("attribute %s: %w", DigestsAttr, err)
+		}
+		return nil
+	})
+	err := w.err
+	if cerr := w.release(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Abort closes the file without its digests (the caller removes it).
+func (w *Writer) Abort() { w.release() }
+
+// release closes every open object, children first.
+func (w *Writer) release() error {
+	var c closer
+	withHDF5(func() error {
+		for _, s := range w.open {
+			c.close("dataset", s.d.Close)
+		}
+		w.open = map[string]*stream{}
+		for i := len(w.opened) - 1; i >= 0; i-- {
+			c.close(w.opened[i], w.groups[w.opened[i]].Close)
+		}
+		w.opened = nil
+		if g := w.groups["/"]; g != nil {
+			c.close("/", g.Close)
+		}
+		w.groups = map[string]*hdf5.Group{}
+		if w.f != nil {
+			c.close("HDF5 file", w.f.Close)
+			w.f = nil
+		}
+		return nil
+	})
+	return c.err
+}
+
+// rawBytes is the in-memory bytes of a numeric slice.
+func rawBytes(d any) []byte {
+	switch d := d.(type) {
+	case []int32:
+		return data.Bytes(d)
+	case []int64:
+		return data.Bytes(d)
+	case []float32:
+		return data.Bytes(d)
+	case []float64:
+		return data.Bytes(d)
+	}
+	return nil
+}

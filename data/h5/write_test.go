@@ -146,3 +146,64 @@ func TestDigest(t *testing.T) {
 		t.Errorf("a file without digests: %v", err)
 	}
 }
+
+// TestWriterMatchesCreate: a file whose arrays arrive in pieces (Writer)
+// holds what Create writes from whole arrays, digests included, and its
+// rows read back by ranges (ReadRange).
+func TestWriterMatchesCreate(t *testing.T) {
+	rows := make([]float32, 103*7)
+	for i := range rows {
+		rows[i] = float32(i) / 3
+	}
+	ints := []int32{5, -1, 7}
+	dir := t.TempDir()
+	attrs := []Attr{{Name: "format", Val: "pieces"}, {Name: "version", Val: int32(1)}}
+	whole := filepath.Join(dir, "whole.h5")
+	if err := Create(whole, attrs, []Array{{Path: "/g/rows", Data: rows, Dims: []uint{103, 7}}, Vec("/ints", ints)}); err != nil {
+		t.Fatal(err)
+	}
+	pieces := filepath.Join(dir, "pieces.h5")
+	w, err := NewWriter(pieces, attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Begin("/g/rows", []float32(nil), []uint{103, 7})
+	w.Array(Vec("/ints", ints))
+	for lo := 0; lo < 103; lo += 10 {
+		w.Rows("/g/rows", rows[lo*7:min(103, lo+10)*7])
+	}
+	w.End("/g/rows")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	read := func(path string) (string, []uint64, []float32) {
+		var paths string
+		var digests []uint64
+		var got []float32
+		err := Read(path, "pieces", 1, "no such file", func(f *File) error {
+			paths = f.String(DigestPathsAttr)
+			for _, p := range []string{"/g/rows", "/ints"} {
+				d, ok := f.Digest(p)
+				if !ok {
+					t.Fatalf("%s: no digest of %s", path, p)
+				}
+				digests = append(digests, d)
+			}
+			got = ReadRange[float32](f, "/g/rows", "[n, 7]", func(n int64) (int64, int64) { return 40, 103 }, -1, 7)
+			ReadArray[int32](f, "/ints", "[3]", 3) // checks its digest
+			return f.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return paths, digests, got
+	}
+	p1, d1, r1 := read(whole)
+	p2, d2, r2 := read(pieces)
+	if p1 != p2 || !slices.Equal(d1, d2) {
+		t.Errorf("Writer: digests %q %x, Create %q %x", p2, d2, p1, d1)
+	}
+	if !slices.Equal(r1, rows[40*7:]) || !slices.Equal(r2, r1) {
+		t.Errorf("ReadRange gave other rows")
+	}
+}
