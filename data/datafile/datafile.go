@@ -109,32 +109,9 @@ func h5Field(f string) string {
 }
 
 func read(f *h5.File) (*data.Dataset, error) {
-	const any = math.MaxInt64
-	name := f.String("name")
-	// The counts come first and are bounded by what the file can hold (the
-	// format is uncompressed), so an absurd attribute is refused before any
-	// allocation.
-	n := f.Int("num_nodes", -any, any)
-	if f.Err() != nil {
-		return nil, f.Err()
-	}
-	if n < 1 || n > math.MaxInt32 {
-		return nil, f.Errorf("attribute num_nodes", "is %d, expected a node count in [1, %d] (node ids are int32)", n, math.MaxInt32)
-	}
-	if perNode := int64(8 + 4); n > f.Size()/perNode { // indptr + labels
-		return nil, f.Errorf("attribute num_nodes", "is %d, but a file of %d bytes cannot hold indptr and labels for that many nodes (%d bytes each)", n, f.Size(), perNode)
-	}
-	e := f.Int("num_edges", -any, any)
-	if f.Err() == nil && (e < 0 || e > f.Size()/4) {
-		return nil, f.Errorf("attribute num_edges", "is %d, expected a count in [0, %d] for a file of %d bytes (4 bytes per edge)", e, f.Size()/4, f.Size())
-	}
-	nf := f.Int("num_features", -any, any)
-	if f.Err() == nil && (nf < 0 || nf > f.Size()/4/n) {
-		return nil, f.Errorf("attribute num_features", "is %d, expected a count in [0, %d] for %d nodes in a file of %d bytes", nf, f.Size()/4/n, n, f.Size())
-	}
-	nc := f.Int("num_classes", -any, any)
-	if f.Err() == nil && (nc < 1 || nc > int64(data.MaxClasses(int(n)))) {
-		return nil, f.Errorf("attribute num_classes", "is %d, expected a class count in [1, %d] (at most one class per node, or 1024)", nc, data.MaxClasses(int(n)))
+	name, n, e, nf, nc, err := readCounts(f)
+	if err != nil {
+		return nil, err
 	}
 	indptr := h5.ReadArray[int64](f, "/graph/indptr", "[num_nodes+1]", n+1)
 	indices := h5.ReadArray[int32](f, "/graph/indices", "[num_edges]", e)
@@ -188,4 +165,35 @@ func readSplits(f *h5.File, n int64) map[string]*data.Split {
 		splits[name] = s
 	}
 	return splits
+}
+
+// readCounts reads the name and the counts, each bounded by what the file
+// can hold (the format is uncompressed), so that an absurd attribute is
+// refused before any allocation.
+func readCounts(f *h5.File) (name string, n, e, nf, nc int64, err error) {
+	const any = math.MaxInt64
+	name = f.String("name")
+	n = f.Int("num_nodes", -any, any)
+	if f.Err() != nil {
+		return "", 0, 0, 0, 0, f.Err()
+	}
+	if n < 1 || n > math.MaxInt32 {
+		return "", 0, 0, 0, 0, f.Errorf("attribute num_nodes", "is %d, expected a node count in [1, %d] (node ids are int32)", n, math.MaxInt32)
+	}
+	if perNode := int64(8 + 4); n > f.Size()/perNode { // indptr + labels
+		return "", 0, 0, 0, 0, f.Errorf("attribute num_nodes", "is %d, but a file of %d bytes cannot hold indptr and labels for that many nodes (%d bytes each)", n, f.Size(), perNode)
+	}
+	e = f.Int("num_edges", -any, any)
+	if f.Err() == nil && (e < 0 || e > f.Size()/4) {
+		return "", 0, 0, 0, 0, f.Errorf("attribute num_edges", "is %d, expected a count in [0, %d] for a file of %d bytes (4 bytes per edge)", e, f.Size()/4, f.Size())
+	}
+	nf = f.Int("num_features", -any, any)
+	if f.Err() == nil && (nf < 0 || nf > f.Size()/4/n) {
+		return "", 0, 0, 0, 0, f.Errorf("attribute num_features", "is %d, expected a count in [0, %d] for %d nodes in a file of %d bytes", nf, f.Size()/4/n, n, f.Size())
+	}
+	nc = f.Int("num_classes", -any, any)
+	if f.Err() == nil && (nc < 1 || nc > int64(data.MaxClasses(int(n)))) {
+		return "", 0, 0, 0, 0, f.Errorf("attribute num_classes", "is %d, expected a class count in [1, %d] (at most one class per node, or 1024)", nc, data.MaxClasses(int(n)))
+	}
+	return name, n, e, nf, nc, f.Err()
 }
