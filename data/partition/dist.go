@@ -87,7 +87,7 @@ func Distribute(c Comm, opt DistOptions) (*Distributed, error) {
 	if opt.Method != MethodPTScotch && opt.Method != MethodRandom {
 		err = fmt.Errorf("partition method %q: expected %q or %q for a distributed partition", opt.Method, MethodPTScotch, MethodRandom)
 	}
-	settings := append(slices.Clone(opt.Settings), Setting{"the input file " + opt.Path + " (its size and the digest of its first and last MiB)", fileIdentity(opt.Path)})
+	settings := append(slices.Clone(opt.Settings), Setting{"the input file (its size and the digest of its first and last MiB)", fileIdentity(opt.Path)})
 	if err == nil {
 		err = agreeSettings(c, settings)
 	} else if aerr := agree(c, "method", err); aerr != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/datafile"
+	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/data/internal/datatest"
 )
 
@@ -232,4 +233,118 @@ func TestDistributeErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDistributedWrite: the directory the ranks write reads back (ReadShard)
+// as the one WritePartition writes for the same assignment, digests
+// included, replaces an older partition whole, and a failure leaves the
+// older one as it was, with no temporary directory behind.
+func TestDistributedWrite(t *testing.T) {
+	ds := datatest.RandomDataset(t, 33, 300, 2000, 3, 3, "a")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "d.h5")
+	if err := datafile.Write(path, ds); err != nil {
+		t.Fatal(err)
+	}
+	defer func(b int64) { roundBytes = b }(roundBytes)
+	roundBytes = 64 // meta.h5's /parts in many broadcasts
+	const q = 3
+	parts, _ := PartitionRandom(ds.Graph, q, 4)
+	one := filepath.Join(dir, "one")
+	if err := WritePartition(one, ds, "a", MethodRandom, 4, parts, q); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if err := WritePartition(out, ds, "a", MethodRandom, 1, parts, 2*q); err != nil { // an older partition there
+		t.Fatal(err)
+	}
+	_, errs := runRanks(q, func(c Comm) (any, error) {
+		o, err := PrepareOutput(c, out)
+		if err != nil {
+			return nil, err
+		}
+		d, err := Distribute(c, DistOptions{Path: path, Method: MethodRandom, Seed: 4})
+		if err != nil {
+			o.Abort()
+			return nil, err
+		}
+		return nil, o.Write(c, d)
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if got, want := datatest.DirNames(t, dir), []string{"d.h5", "one", "out"}; !slices.Equal(got, want) {
+		t.Errorf("files beside the output: %v, want %v", got, want)
+	}
+	if got := datatest.DirNames(t, out); !slices.Equal(got, datatest.DirNames(t, one)) {
+		t.Errorf("output holds %v, the one-process directory %v", got, datatest.DirNames(t, one))
+	}
+	for p := range q {
+		a, ma, err := ReadShard(one, p, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, mb, err := ReadShard(out, p, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a, b) || !reflect.DeepEqual(ma, mb) {
+			t.Errorf("part %d reads back otherwise than the one-process partition's:\n%s", p, shardDiff(b, a))
+		}
+		for _, name := range []string{partMetaName, PartFileName(p)} {
+			format := partFileFormat
+			if name == partMetaName {
+				format = partMetaFormat
+			}
+			if da, db := digestAttrs(t, filepath.Join(one, name), format), digestAttrs(t, filepath.Join(out, name), format); da != db || da == "" {
+				t.Errorf("%s: digests %s, one process %s", name, db, da)
+			}
+		}
+	}
+	// A rank that fails (a missing input) leaves the partition as it was.
+	_, errs = runRanks(q, func(c Comm) (any, error) {
+		o, err := PrepareOutput(c, out)
+		if err != nil {
+			return nil, err
+		}
+		p := path
+		if c.Rank() == 1 {
+			p += ".missing"
+		}
+		d, err := Distribute(c, DistOptions{Path: p, Method: MethodRandom, Seed: 4})
+		if err != nil {
+			o.Abort()
+			return nil, err
+		}
+		return nil, o.Write(c, d)
+	})
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "rank 1: the input file") {
+		t.Errorf("rank 1: %v, want the input file named as a setting that differs", errs[1])
+	}
+	if got, want := datatest.DirNames(t, dir), []string{"d.h5", "one", "out"}; !slices.Equal(got, want) {
+		t.Errorf("after a failure, files beside the output: %v, want %v", got, want)
+	}
+	if _, _, err := ReadShard(out, 0, q); err != nil {
+		t.Errorf("after a failure the partition does not read: %v", err)
+	}
+}
+
+// digestAttrs is a file's digest attributes, as text.
+func digestAttrs(t *testing.T, path, format string) string {
+	t.Helper()
+	var s string
+	err := h5.Read(path, format, partVersion, "", func(f *h5.File) error {
+		paths := f.String(h5.DigestPathsAttr)
+		for _, p := range strings.Split(paths, "\n") {
+			d, _ := f.Digest(p)
+			s += fmt.Sprintf("%s=%x ", p, d)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
