@@ -84,6 +84,12 @@ func agree(c Comm, what string, err error) error {
 	return nil
 }
 
+// Agree is agree for the steps of a distributed partition that its
+// caller runs (the command's checks of its flags): every rank learns
+// whether any failed, the lowest failing rank gets its own error back and
+// the others a *RankFailed naming it.
+func Agree(c Comm, what string, err error) error { return agree(c, what, err) }
+
 // Setting is one thing every rank must have alike: what sets it and its
 // value.
 type Setting struct{ Name, Value string }
