@@ -54,15 +54,35 @@ static int part(MPI_Fint fcomm, SCOTCH_Num vertlocnbr, SCOTCH_Num *vertloctab, S
 		SCOTCH_Num edgelocnbr, SCOTCH_Num *edgeloctab, SCOTCH_Num partnbr, SCOTCH_Num procnbr,
 		SCOTCH_Num seed, double balance, SCOTCH_Num *partloctab, const char **step) {
 	errbuf[0] = 0;
-	SCOTCH_Dgraph g;
+	SCOTCH_Context ctx;
+	SCOTCH_Dgraph g, cg;
 	SCOTCH_Strat s;
-	SCOTCH_randomSeed(seed);
-	SCOTCH_randomReset();
-	*step = "SCOTCH_dgraphInit";
-	if (SCOTCH_dgraphInit(&g, MPI_Comm_f2c(fcomm)) != 0) return 1;
+	// A context of one thread with a fixed seed: with its default threads
+	// PT-Scotch gave another partition on every run.
+	*step = "SCOTCH_contextInit";
+	if (SCOTCH_contextInit(&ctx) != 0) return 1;
+	int rc = SCOTCH_contextOptionSetNum(&ctx, SCOTCH_OPTIONNUMDETERMINISTIC, 1);
+	if (rc == 0) rc = SCOTCH_contextOptionSetNum(&ctx, SCOTCH_OPTIONNUMRANDOMFIXEDSEED, 1);
+	if (rc == 0) {
+		*step = "SCOTCH_contextThreadSpawn";
+		rc = SCOTCH_contextThreadSpawn(&ctx, 1, NULL);
+	}
+	if (rc == 0) {
+		SCOTCH_contextRandomSeed(&ctx, seed);
+		*step = "SCOTCH_dgraphInit";
+		rc = SCOTCH_dgraphInit(&g, MPI_Comm_f2c(fcomm));
+	}
+	if (rc != 0) {
+		SCOTCH_contextExit(&ctx);
+		return rc;
+	}
 	*step = "SCOTCH_dgraphBuild";
-	int rc = SCOTCH_dgraphBuild(&g, 0, vertlocnbr, vertlocnbr, vertloctab, vertloctab + 1, veloloctab, NULL,
+	rc = SCOTCH_dgraphBuild(&g, 0, vertlocnbr, vertlocnbr, vertloctab, vertloctab + 1, veloloctab, NULL,
 		edgelocnbr, edgelocnbr, edgeloctab, NULL, NULL);
+	if (rc == 0) {
+		*step = "SCOTCH_contextBindDgraph";
+		rc = SCOTCH_contextBindDgraph(&ctx, &g, &cg);
+	}
 	if (rc == 0) {
 		*step = "SCOTCH_stratInit";
 		rc = SCOTCH_stratInit(&s);
@@ -71,12 +91,14 @@ static int part(MPI_Fint fcomm, SCOTCH_Num vertlocnbr, SCOTCH_Num *vertloctab, S
 			rc = SCOTCH_stratDgraphMapBuild(&s, SCOTCH_STRATDEFAULT, procnbr, partnbr, balance);
 			if (rc == 0) {
 				*step = "SCOTCH_dgraphPart";
-				rc = SCOTCH_dgraphPart(&g, partnbr, &s, partloctab);
+				rc = SCOTCH_dgraphPart(&cg, partnbr, &s, partloctab);
 			}
 			SCOTCH_stratExit(&s);
 		}
+		SCOTCH_dgraphExit(&cg);
 	}
 	SCOTCH_dgraphExit(&g);
+	SCOTCH_contextExit(&ctx);
 	return rc;
 }
 

@@ -25,6 +25,7 @@ type job struct {
 	spec *Spec
 	env  Env
 	intr *interrupts
+	dist comm.Comm // an MPI rank's communicator, for partitions by slices
 }
 
 // Run runs the job s asks for, as the ranks of this process: goroutine
@@ -528,6 +529,7 @@ func (j *job) abort(c comm.Comm, err error) error {
 // partitioned on the fly), reads --resume and builds its job.
 func (j *job) setupMPIRank(c comm.Comm) (*rankJob, *source, *checkpointer, error) {
 	rank := c.Rank()
+	j.dist = c
 	resume, removeCopy, err := shareResume(c, j.spec.Resume)
 	defer removeCopy()
 	var src *source

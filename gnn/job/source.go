@@ -47,6 +47,9 @@ func (j *job) load(ranks []int, q int, oneProcess bool) (*source, error) {
 		src.identify(s)
 		return src, nil
 	}
+	if !oneProcess && q > 1 && j.dist != nil && distributable(s) {
+		return j.loadDistributed(ranks[0], q) // every rank reads only its slice
+	}
 	ds, split, err := loadDataset(s)
 	if err != nil {
 		return nil, err

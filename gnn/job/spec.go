@@ -102,8 +102,10 @@ func (s *Spec) Validate() error {
 		return specErrorf("train: --recompute applies to --model gat")
 	case s.Reorder != gnn.OrderNone && s.Reorder != gnn.OrderRCM && s.Reorder != gnn.OrderMETIS:
 		return specErrorf("train: --reorder: got %q, expected %s, %s or %s", s.Reorder, gnn.OrderNone, gnn.OrderRCM, gnn.OrderMETIS)
-	case s.Partition != partition.MethodRandom && s.Partition != partition.MethodMETIS:
-		return specErrorf("train: --partition: got %q, expected random or metis", s.Partition)
+	case s.Partition != partition.MethodRandom && s.Partition != partition.MethodMETIS && s.Partition != partition.MethodPTScotch:
+		return specErrorf("train: --partition: got %q, expected random, metis or ptscotch", s.Partition)
+	case s.Partition == partition.MethodPTScotch && s.Parts == "" && !UnderMPI():
+		return specErrorf("train: --partition ptscotch runs under mpirun (PT-Scotch partitions with the job's MPI ranks); in one process use metis")
 	case s.Parts != "" && s.Normalize:
 		return specErrorf("train: --normalize-features applies when loading --data, not to a --parts directory")
 	case s.EvalEvery < 1:
