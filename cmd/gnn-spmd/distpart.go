@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
@@ -54,9 +57,12 @@ func runPartitionMPI(d distPartition, stdout, stderr io.Writer) error {
 	defer mc.Close()
 	rank, size := mc.Rank(), mc.Size()
 	var c comm.Comm = mc
+	var out *partition.Output
+	var made atomic.Pointer[partition.Output] // out, for the watchdog's goroutine
 	if d.timeout > 0 {
 		w := comm.NewWatchdog(mc, comm.WatchdogConfig{Timeout: d.timeout, OnTimeout: func(e *comm.TimeoutError) {
 			fmt.Fprintf(stderr, "gnn-spmd: %v; aborting the job (--comm-timeout)\n", e)
+			made.Load().Abort() // a leader's temporary directory
 			mc.Abort(1)
 		}})
 		defer w.Stop()
@@ -76,16 +82,30 @@ func runPartitionMPI(d distPartition, stdout, stderr io.Writer) error {
 		}
 	}
 	err = partition.Agree(c, "checking the flags", err)
-	var out *partition.Output
 	if err == nil {
 		out, err = partition.PrepareOutput(c, d.out)
+		made.Store(out)
 	}
 	var res *partition.Distributed
 	if err == nil {
+		// mpirun ends the other processes with SIGTERM when one dies: the
+		// leaders remove their temporary directories first.
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+		defer signal.Stop(sigs)
+		go func() {
+			if s, ok := <-sigs; ok {
+				out.Abort()
+				os.Exit(128 + int(s.(syscall.Signal)))
+			}
+		}()
 		res, err = partition.Distribute(c, partition.DistOptions{Path: d.path, Split: d.split, Method: d.method, Seed: d.seed,
 			Normalize: d.normalize, Settings: d.settings()})
 		if err != nil {
 			out.Abort()
+		}
+		if v := os.Getenv("GNN_SPMD_TEST_STOP_RANK"); err == nil && v == strconv.Itoa(rank) {
+			syscall.Kill(os.Getpid(), syscall.SIGSTOP) // the tests' stand-in for a hung or dying process
 		}
 	}
 	partitioned := time.Now()
