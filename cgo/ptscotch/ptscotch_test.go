@@ -32,21 +32,21 @@ func TestMain(m *testing.M) {
 func cliques(k, m, r, procs int) (Graph, int) {
 	n := k * m
 	lo, hi := n*r/procs, n*(r+1)/procs
-	g := Graph{Ptr: []int64{0}}
+	g := Graph{Ptr: []Num{0}}
 	for v := lo; v < hi; v++ {
 		c, i := v/m, v%m
 		for j := 0; j < m; j++ {
 			if j != i {
-				g.Adj = append(g.Adj, int64(c*m+j))
+				g.Adj = append(g.Adj, Num(c*m+j))
 			}
 		}
 		if i == m-1 && c+1 < k {
-			g.Adj = append(g.Adj, int64((c+1)*m))
+			g.Adj = append(g.Adj, Num((c+1)*m))
 		}
 		if i == 0 && c > 0 {
-			g.Adj = append(g.Adj, int64(c*m-1))
+			g.Adj = append(g.Adj, Num(c*m-1))
 		}
-		g.Ptr = append(g.Ptr, int64(len(g.Adj)))
+		g.Ptr = append(g.Ptr, Num(len(g.Adj)))
 	}
 	return g, lo
 }
@@ -69,7 +69,7 @@ func rankMain() int {
 		return fail("rank %d: check: %v", r, err)
 	}
 	// Every vertex's part, summed over the ranks (each fills its own).
-	gather := func(part []int64) []float64 {
+	gather := func(part []Num) []float64 {
 		all := make([]float64, k*m)
 		for i, p := range part {
 			all[lo+i] = float64(p)
@@ -97,9 +97,9 @@ func rankMain() int {
 		return fail("rank %d: the same seed gave %v, then %v", r, part, again)
 	}
 	// An edge in one direction only.
-	bad := Graph{Ptr: append([]int64(nil), g.Ptr...), Adj: append([]int64(nil), g.Adj...)}
+	bad := Graph{Ptr: append([]Num(nil), g.Ptr...), Adj: append([]Num(nil), g.Adj...)}
 	if r == 0 {
-		bad.Adj[0] = int64(k*m - 1)
+		bad.Adj[0] = Num(k*m - 1)
 	}
 	err = Check(w.Fortran(), bad)
 	if err == nil || !strings.Contains(err.Error(), "SCOTCH_dgraphCheck failed: ") {

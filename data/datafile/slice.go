@@ -71,9 +71,7 @@ func ReadSlice(path string, rank, procs int, split string) (*Slice, error) {
 		if err := s.checkIndptr(f); err != nil {
 			return err
 		}
-		s.Indices = h5.ReadRange[int32](f, "/graph/indices", "[num_edges]", func(int64) (int64, int64) {
-			return s.Indptr[0], s.Indptr[len(s.Indptr)-1]
-		}, e)
+		s.readIndices(f)
 		s.Labels = h5.ReadRange[int32](f, "/node/labels", "[num_nodes]", func(int64) (int64, int64) { return lo, hi }, n)
 		if nf > 0 || f.Exists("/node/features") {
 			h5.Dims[float32](f, "/node/features", "[num_nodes, num_features]", n, nf) // read later, by rows
@@ -93,6 +91,30 @@ func ReadSlice(path string, rank, procs int, split string) (*Slice, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// readIndices reads the sources of the slice's rows.
+func (s *Slice) readIndices(f *h5.File) {
+	s.Indices = h5.ReadRange[int32](f, "/graph/indices", "[num_edges]", func(int64) (int64, int64) {
+		return s.Indptr[0], s.Indptr[len(s.Indptr)-1]
+	}, s.E)
+}
+
+// ReadIndices reads the slice's sources again, after a caller dropped
+// them to make room (checked in range as before).
+func (s *Slice) ReadIndices() error {
+	return h5.Read(s.Path, Format, Version, "no such file: expected an HDF5 dataset file", func(f *h5.File) error {
+		s.readIndices(f)
+		if f.Err() != nil {
+			return f.Err()
+		}
+		for k, c := range s.Indices {
+			if c < 0 || int(c) >= s.N {
+				return f.Errorf("/graph/indices", "entry %d is node %d, expected an id in [0, %d)", s.Indptr[0]+int64(k), c, s.N)
+			}
+		}
+		return nil
+	})
 }
 
 // checkIndptr checks the slice's row pointers: within [0, E], not

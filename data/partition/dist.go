@@ -13,9 +13,11 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gnn-spmd/gnn-spmd/cgo/ptscotch"
 	"github.com/gnn-spmd/gnn-spmd/data"
@@ -223,7 +225,9 @@ func (b *distBuilder) run() (*Distributed, error) {
 	return &Distributed{Shard: b.s, Meta: meta, bounds: b.bounds, sliceParts: b.parts}, nil
 }
 
-func (b *distBuilder) agree(what string, err error) error { return agree(b.c, what, err) }
+func (b *distBuilder) agree(what string, err error) error {
+	return agree(b.c, what, err)
+}
 
 // splitMembership sends every id of this rank's share of the split's lists
 // to the rank whose slice holds it, which marks its node (code), and checks
@@ -397,7 +401,11 @@ func (b *distBuilder) ptscotch() error {
 	if err != nil {
 		return err
 	}
-	var parts []int64
+	// PT-Scotch holds about 50 bytes per local arc: drop the slice's
+	// sources (read again after) and hand the garbage back first.
+	b.sl.Indices = nil
+	debug.FreeOSMemory()
+	var parts []ptscotch.Num
 	step(b.c, "PT-Scotch")
 	err = nat.CallNative(func(fcomm int32) error {
 		var err error
@@ -406,6 +414,10 @@ func (b *distBuilder) ptscotch() error {
 	})
 	if err != nil {
 		return fmt.Errorf("partition: %w", err)
+	}
+	g = ptscotch.Graph{}
+	if err := b.sl.ReadIndices(); err != nil {
+		return err
 	}
 	b.parts = make([]int32, b.n)
 	for i, p := range parts {
@@ -489,19 +501,34 @@ func (b *distBuilder) scotchGraph(sym bool) (ptscotch.Graph, error) {
 	// unique in place, then the rows are packed.
 	base := sl.Indptr[0]
 	start := func(i int) int64 { return sl.Indptr[i] - base + extra[i] }
-	adj := make([]int64, start(b.n))
+	if start(b.n) > ptscotch.MaxNum {
+		return ptscotch.Graph{}, fmt.Errorf("partition: rank %d holds %d arcs, beyond PT-Scotch's %d-bit index (build with -tags scotch64 for its 64-bit variant, or use more processes)", b.me, start(b.n), 8*unsafe.Sizeof(ptscotch.Num(0)))
+	}
+	var adj []ptscotch.Num
+	if out == nil && unsafe.Sizeof(ptscotch.Num(0)) == unsafe.Sizeof(int32(0)) && len(sl.Indices) > 0 {
+		// A symmetric graph's rows only shrink: with 32-bit indices they
+		// are made in the slice's own sources (read again after PT-Scotch).
+		adj = unsafe.Slice((*ptscotch.Num)(unsafe.Pointer(&sl.Indices[0])), len(sl.Indices))
+		sl.Indices = nil
+	} else {
+		adj = make([]ptscotch.Num, start(b.n))
+	}
+	src := func(k int64) ptscotch.Num { return ptscotch.Num(sl.Indices[k]) }
+	if sl.Indices == nil {
+		src = func(k int64) ptscotch.Num { return adj[k] }
+	}
 	length := make([]int64, b.n)
 	par.Range(b.n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row := adj[start(i):start(i):start(i+1)]
-			for _, s := range sl.Indices[sl.Indptr[i]-base : sl.Indptr[i+1]-base] {
-				row = append(row, int64(s))
+			for k := sl.Indptr[i] - base; k < sl.Indptr[i+1]-base; k++ {
+				row = append(row, src(k)) // in place: k is row's own next slot
 			}
 			for _, s := range out[extra[i]:extra[i+1]] {
-				row = append(row, int64(s))
+				row = append(row, ptscotch.Num(s))
 			}
 			slices.Sort(row)
-			self, k := b.lo+int64(i), 0
+			self, k := ptscotch.Num(b.lo+int64(i)), 0
 			for j, v := range row {
 				if v != self && (j == 0 || v != row[j-1]) {
 					row[k] = v
@@ -511,10 +538,21 @@ func (b *distBuilder) scotchGraph(sym bool) (ptscotch.Graph, error) {
 			length[i] = int64(k)
 		}
 	})
-	ptr := make([]int64, b.n+1)
+	ptr := make([]ptscotch.Num, b.n+1)
 	for i := range b.n {
 		copy(adj[ptr[i]:], adj[start(i):start(i)+length[i]])
-		ptr[i+1] = ptr[i] + length[i]
+		ptr[i+1] = ptr[i] + ptscotch.Num(length[i])
+	}
+	arcs, err := allGather(b.c, "arc counts", []int64{int64(ptr[b.n])})
+	if err != nil {
+		return ptscotch.Graph{}, err
+	}
+	var total int64
+	for _, a := range arcs {
+		total += a[0]
+	}
+	if total > ptscotch.MaxNum {
+		return ptscotch.Graph{}, fmt.Errorf("partition: the symmetrised graph has %d arcs, beyond PT-Scotch's %d-bit index (build with -tags scotch64 for its 64-bit variant)", total, 8*unsafe.Sizeof(ptscotch.Num(0)))
 	}
 	return ptscotch.Graph{Ptr: ptr, Adj: adj[:ptr[b.n]:ptr[b.n]]}, nil
 }
