@@ -78,11 +78,10 @@ func runConvert(args []string, stdout, stderr io.Writer) error {
 	}
 	defer release()
 	start := time.Now()
-	ds, err := ogb.Load(*dir, ogb.Options{Build: build})
+	// The feature rows stream from the text to the file: memory is the CSR
+	// and the labels and splits, not the features.
+	ds, err := datafile.Convert(*dir, *out, ogb.Options{Build: build})
 	if err != nil {
-		return err
-	}
-	if err := datafile.Write(*out, ds); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d nodes, %d edges, %d features, %d classes, splits %v (%.2fs)\n",

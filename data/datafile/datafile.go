@@ -11,6 +11,8 @@ import (
 
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
+	"github.com/gnn-spmd/gnn-spmd/data/ogb"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 )
 
 // The HDF5 dataset layout:
@@ -34,20 +36,30 @@ func Write(path string, ds *data.Dataset) error {
 		return err
 	}
 	g := ds.Graph
-	attrs := []h5.Attr{
-		{Name: "format", Val: Format},
-		{Name: "version", Val: int32(Version)},
-		{Name: "name", Val: ds.Name},
-		{Name: "num_nodes", Val: int64(g.N)},
-		{Name: "num_edges", Val: g.NumEdges()},
-		{Name: "num_features", Val: int32(ds.NumFeatures)},
-		{Name: "num_classes", Val: int32(ds.NumClasses)},
-	}
 	arrays := []h5.Array{h5.Vec("/graph/indptr", g.Indptr), h5.Vec("/graph/indices", g.Indices)}
 	if ds.NumFeatures > 0 {
 		arrays = append(arrays, h5.Array{Path: "/node/features", Data: ds.Features, Dims: []uint{uint(g.N), uint(ds.NumFeatures)}})
 	}
-	arrays = append(arrays, h5.Vec("/node/labels", ds.Labels), h5.Array{Path: "/splits"})
+	arrays = append(arrays, tailArrays(ds)...)
+	return h5.WriteFile(path, rootAttrs(ds), arrays)
+}
+
+// rootAttrs is a dataset file's root attributes.
+func rootAttrs(ds *data.Dataset) []h5.Attr {
+	return []h5.Attr{
+		{Name: "format", Val: Format},
+		{Name: "version", Val: int32(Version)},
+		{Name: "name", Val: ds.Name},
+		{Name: "num_nodes", Val: int64(ds.Graph.N)},
+		{Name: "num_edges", Val: ds.Graph.NumEdges()},
+		{Name: "num_features", Val: int32(ds.NumFeatures)},
+		{Name: "num_classes", Val: int32(ds.NumClasses)},
+	}
+}
+
+// tailArrays are the arrays after the features: labels and splits.
+func tailArrays(ds *data.Dataset) []h5.Array {
+	arrays := []h5.Array{h5.Vec("/node/labels", ds.Labels), {Path: "/splits"}}
 	for _, name := range ds.SplitNames() {
 		s := ds.Splits[name]
 		for _, part := range []struct {
@@ -62,7 +74,48 @@ func Write(path string, ds *data.Dataset) error {
 			arrays = append(arrays, h5.Vec("/splits/"+name+"/"+part.name, ids))
 		}
 	}
-	return h5.WriteFile(path, attrs, arrays)
+	return arrays
+}
+
+// Convert writes the OGB-layout directory dir as a dataset file at path,
+// the same file as Write(path, ogb.Load(dir)) gives, with memory bounded
+// by the CSR it builds and the blocks of feature rows being parsed: the
+// rows go to the file as they come (ogb.OpenStream). It returns the
+// dataset without its features.
+func Convert(dir, path string, opt ogb.Options) (*data.Dataset, error) {
+	st, err := ogb.OpenStream(dir, opt)
+	if err != nil {
+		return nil, err
+	}
+	ds := st.Dataset
+	var inErr error // a bad feature row, reported as itself
+	err = outfile.WriteAtomic(path, func(tmp string) error {
+		w, err := h5.NewWriter(tmp, rootAttrs(ds))
+		if err != nil {
+			return err
+		}
+		w.Array(h5.Vec("/graph/indptr", ds.Graph.Indptr))
+		w.Array(h5.Vec("/graph/indices", ds.Graph.Indices))
+		if ds.NumFeatures > 0 {
+			w.Begin("/node/features", []float32(nil), []uint{uint(ds.Graph.N), uint(ds.NumFeatures)})
+			if inErr = st.Features(func(rows []float32) error { return w.Rows("/node/features", rows) }); inErr != nil {
+				w.Abort()
+				return inErr
+			}
+			w.End("/node/features")
+		}
+		for _, a := range tailArrays(ds) {
+			w.Array(a)
+		}
+		return w.Close()
+	})
+	if inErr != nil {
+		return nil, inErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ds, nil
 }
 
 // Read reads a dataset written by Write (or by any tool following the
