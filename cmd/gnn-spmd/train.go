@@ -13,7 +13,7 @@ import (
 )
 
 func runTrain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("train", "train --data PATH [--split NAME] [--model sage|gcn] [--layers N] [--hidden N] [--epochs N] [--lr F] [--weight-decay F] [--dropout F] [--seed N] [--metrics FILE] [--quiet] [--ranks Q] [--partition random|metis] [--parts DIR] [--no-comm] [--checkpoint FILE [--checkpoint-every N] [--keep K]] [--resume FILE] [--comm-timeout D] [--progress auto|bar|lines] [--verbose]", stderr)
+	fs := newFlags("train", "train --data PATH [--split NAME] [--model sage|gcn] [--layers N] [--hidden N] [--epochs N] [--lr F] [--weight-decay F] [--dropout F] [--seed N] [--metrics FILE] [--quiet] [--ranks Q] [--partition random|metis|ptscotch] [--parts DIR] [--no-comm] [--checkpoint FILE [--checkpoint-every N] [--keep K]] [--resume FILE] [--comm-timeout D] [--progress auto|bar|lines] [--verbose]", stderr)
 	s := job.DefaultSpec()
 	r := &s.Run
 	fs.StringVar(&s.Data, "data", "", "dataset: an OGB-layout directory or a .h5 file (not needed with --parts)")
@@ -39,7 +39,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&s.Overlap, "overlap", s.Overlap, "compute what needs no halo row (interior rows, self terms, owned gradient rows) while the halo exchanges are in flight (CPU device; bit-identical either way)")
 	fs.StringVar(&s.Reorder, "reorder", s.Reorder, "order of every rank's owned rows in memory, so that neighbours sit near each other and the aggregation finds more of them in cache: none, rcm (reverse Cuthill-McKee) or metis (METIS clusters of about 32768 rows, one after another; a rank with fewer rows keeps its order; the default); metrics equal up to floating-point order")
 	fs.IntVar(&s.Ranks, "ranks", s.Ranks, "run Q ranks as goroutines in this process (without mpirun)")
-	fs.StringVar(&s.Partition, "partition", s.Partition, "partition on the fly: random or metis (ignored with --parts)")
+	fs.StringVar(&s.Partition, "partition", s.Partition, "partition on the fly: random, metis, or ptscotch (under mpirun; with it, and random on a .h5 file, every rank reads only its slice) (ignored with --parts)")
 	fs.Uint64Var(&s.PartitionSeed, "partition-seed", 0, "seed of the on-the-fly partitioner")
 	fs.StringVar(&s.Parts, "parts", "", "directory written by gnn-spmd partition: each rank loads only its own part")
 	fs.BoolVar(&s.NoComm, "no-comm", false, "baseline without communication: drop the edges that cross parts")
