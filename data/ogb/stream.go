@@ -30,19 +30,11 @@ type Stream struct {
 // for --self-loops, the labels and the splits, and the blocks being parsed.
 // The CSR equals BuildGraph's for the same edge list and options.
 func OpenStream(dir string, opt Options) (*Stream, error) {
-	n, nPath, err := loadCount(dir, "raw/num-node-list", "node", 1)
+	h, err := loadHeader(dir)
 	if err != nil {
 		return nil, err
 	}
-	e, ePath, err := loadCount(dir, "raw/num-edge-list", "edge", 0)
-	if err != nil {
-		return nil, err
-	}
-	nRel, eRel := relPath(dir, nPath), relPath(dir, ePath)
-	labels, numClasses, labelPath, err := loadLabels(dir, n, nRel)
-	if err != nil {
-		return nil, err
-	}
+	n, e, nRel, eRel, labels, numClasses, labelPath := h.n, h.e, h.nRel, h.eRel, h.labels, h.classes, h.labelPath
 	f, err := featureWidth(dir)
 	if err != nil {
 		return nil, err
@@ -129,20 +121,29 @@ func (o *inOrder) fail() {
 	o.mu.Unlock()
 }
 
+// rowLimit refuses a streamed file's block past its last allowed row:
+// the reserve of the streaming sinks, which hold no output to grow.
+type rowLimit struct {
+	path    string
+	max     int
+	tooMany string
+}
+
+func (l *rowLimit) reserve(c *lineChunk, drain func()) *data.InputError {
+	if c.line-1+c.n > l.max {
+		return &data.InputError{File: l.path, Line: l.max + 1, Msg: l.tooMany}
+	}
+	return nil
+}
+
 // edgeSink parses edge.csv's blocks into per-block buffers and hands them
 // on in order.
 type edgeSink struct {
+	rowLimit
 	t    intTable // the checks; its columns are each block's own
 	ord  *inOrder
 	use  func(src, dst []int32)
 	bufs sync.Pool
-}
-
-func (s *edgeSink) reserve(c *lineChunk, drain func()) *data.InputError {
-	if c.line-1+c.n > s.t.max {
-		return &data.InputError{File: s.t.path, Line: s.t.max + 1, Msg: s.t.tooMany}
-	}
-	return nil
 }
 
 func (s *edgeSink) parse(c *lineChunk) *data.InputError {
@@ -179,6 +180,7 @@ func scanEdges(dir string, n, e int, nRel, eRel string, use func(src, dst []int3
 	s.t.expect = fmt.Sprintf("a node id in [0, %d) (%s declares %d nodes)", n, nRel, n)
 	s.t.max = e
 	s.t.tooMany = fmt.Sprintf("more than %d lines, expected one edge per line (%s declares %d edges)", e, eRel, e)
+	s.rowLimit = rowLimit{path: tf.path, max: s.t.max, tooMany: s.t.tooMany}
 	lines, err := scanLines(tf.path, tf.r, s)
 	if err != nil {
 		return err
@@ -261,17 +263,11 @@ func streamGraph(dir string, n, e int, nRel, eRel string, opt data.BuildOptions)
 
 // featureSink parses node-feat.csv's blocks and hands them on in order.
 type featureSink struct {
+	rowLimit
 	t    floatTable
 	ord  *inOrder
 	use  func(rows []float32) error
 	bufs sync.Pool
-}
-
-func (s *featureSink) reserve(c *lineChunk, drain func()) *data.InputError {
-	if c.line-1+c.n > s.t.max {
-		return &data.InputError{File: s.t.path, Line: s.t.max + 1, Msg: s.t.tooMany}
-	}
-	return nil
 }
 
 func (s *featureSink) parse(c *lineChunk) *data.InputError {
@@ -310,6 +306,7 @@ func (s *Stream) Features(use func(rows []float32) error) error {
 	n := s.Dataset.Graph.N
 	sink := &featureSink{t: floatTable{path: tf.path, max: n, f: f}, ord: newInOrder(), use: use}
 	sink.t.tooMany = fmt.Sprintf("more than %d lines, expected one feature row per node (%s declares %d nodes)", n, s.nRel, n)
+	sink.rowLimit = rowLimit{path: tf.path, max: n, tooMany: sink.t.tooMany}
 	lines, err := scanLines(tf.path, tf.r, sink)
 	if err != nil {
 		return err
