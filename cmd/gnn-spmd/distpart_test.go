@@ -197,8 +197,19 @@ func TestMPIPartitionRankFails(t *testing.T) {
 			if _, err := os.Stat(out); err == nil {
 				t.Errorf("a failed partition published %s", out)
 			}
+			// A leader ended by SIGKILL (mpirun's, after its SIGTERM) leaves
+			// its temporary directory and lock file: the next partition into
+			// the directory removes them.
 			if l := leftovers(t, out); len(l) > 0 {
-				t.Errorf("left beside the output: %v", l)
+				t.Logf("left beside the output: %v", l)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if b, err := mpirunCmd(ctx, t, 3, "partition", "--data", g, "--parts", "3", "--method", "ptscotch", "--out", out).CombinedOutput(); err != nil {
+					t.Fatalf("the next partition: %v\n%s", err, b)
+				}
+				if l := leftovers(t, out); len(l) > 0 {
+					t.Errorf("left beside the output after the next partition: %v", l)
+				}
 			}
 		})
 	}

@@ -8,7 +8,9 @@ package partition
 // dataset. No rank holds the whole graph or feature matrix.
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -89,13 +91,15 @@ func Distribute(c Comm, opt DistOptions) (*Distributed, error) {
 	if opt.Method != MethodPTScotch && opt.Method != MethodRandom {
 		err = fmt.Errorf("partition method %q: expected %q or %q for a distributed partition", opt.Method, MethodPTScotch, MethodRandom)
 	}
-	settings := append(slices.Clone(opt.Settings), Setting{"the input file (its size and the digest of its first and last MiB)", fileIdentity(opt.Path)})
+	var id string
 	if err == nil {
-		err = agreeSettings(c, settings)
-	} else if aerr := agree(c, "method", err); aerr != nil {
-		return nil, aerr
+		id, err = fileIdentity(opt.Path)
 	}
-	if err != nil {
+	if err := agree(c, "opening the input", err); err != nil {
+		return nil, err
+	}
+	settings := append(slices.Clone(opt.Settings), Setting{"the input file (--data: its size and the digest of its first and last MiB)", id})
+	if err := agreeSettings(c, settings); err != nil {
 		return nil, err
 	}
 	sl, err := datafile.ReadSlice(opt.Path, me, q, opt.Split)
@@ -119,21 +123,31 @@ func Distribute(c Comm, opt DistOptions) (*Distributed, error) {
 
 // fileIdentity names a file's content cheaply: its size and the digest of
 // its first and last MiB (a copy on another host has another mtime).
-func fileIdentity(path string) string {
+func fileIdentity(path string) (string, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", data.InputErrorf(path, 0, "", "missing: no such file: expected an HDF5 dataset file")
+	}
 	if err != nil {
-		return "unreadable"
+		return "", data.InputErrorf(path, 0, "", "cannot open: %v", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = errors.New("not a regular file, expected a .h5 dataset file")
+	}
 	if err != nil {
-		return "unreadable"
+		return "", data.InputErrorf(path, 0, "", "%v", err)
 	}
 	head := make([]byte, min(st.Size(), 1<<20))
 	tail := make([]byte, min(st.Size(), 1<<20))
-	f.ReadAt(head, 0)
-	f.ReadAt(tail, st.Size()-int64(len(tail)))
-	return fmt.Sprintf("%d bytes, %016x", st.Size(), data.Digest(head, tail))
+	if _, err := f.ReadAt(head, 0); err == nil {
+		_, err = f.ReadAt(tail, st.Size()-int64(len(tail)))
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", data.InputErrorf(path, 0, "", "cannot read: %v", err)
+	}
+	return fmt.Sprintf("%d bytes, %016x", st.Size(), data.Digest(head, tail)), nil
 }
 
 // distBuilder is one rank's state while the ranks partition together.

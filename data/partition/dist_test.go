@@ -320,8 +320,8 @@ func TestDistributedWrite(t *testing.T) {
 		}
 		return nil, o.Write(c, d)
 	})
-	if errs[1] == nil || !strings.Contains(errs[1].Error(), "rank 1: the input file") {
-		t.Errorf("rank 1: %v, want the input file named as a setting that differs", errs[1])
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "d.h5.missing: missing") {
+		t.Errorf("rank 1: %v, want its missing input named", errs[1])
 	}
 	if got, want := datatest.DirNames(t, dir), []string{"d.h5", "one", "out"}; !slices.Equal(got, want) {
 		t.Errorf("after a failure, files beside the output: %v, want %v", got, want)

@@ -8,6 +8,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -73,15 +75,26 @@ func agree(c Comm, what string, err error) error {
 		}
 		return rerr
 	}
-	for r, code := range codes {
+	first := slices.IndexFunc(codes, func(x float64) bool { return x != 0 })
+	switch {
+	case first < 0:
+		return nil
+	case first != c.Rank():
+		return &RankFailed{Rank: first, Code: int(codes[first])}
+	}
+	var others []string
+	for r, code := range codes[first+1:] {
 		if code != 0 {
-			if r == c.Rank() {
-				return err
-			}
-			return &RankFailed{Rank: r, Code: int(code)}
+			others = append(others, strconv.Itoa(first+1+r))
 		}
 	}
-	return nil
+	switch len(others) {
+	case 0:
+		return err
+	case 1:
+		return fmt.Errorf("%w (rank %s failed too)", err, others[0])
+	}
+	return fmt.Errorf("%w (ranks %s failed too)", err, strings.Join(others, ", "))
 }
 
 // Agree is agree for the steps of a distributed partition that its
