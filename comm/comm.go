@@ -34,3 +34,12 @@ type Comm interface {
 	// Close releases the transport (MPI_Finalize for MPI).
 	Close() error
 }
+
+// Native is a Comm over MPI that lends its communicator to a C library
+// making MPI calls of its own (PT-Scotch): CallNative runs f with the
+// communicator's Fortran handle (MPI_Comm_f2c turns it back) as one
+// blocking call of the Comm, which no other call overlaps. The Watchdog
+// of a Native Comm times it like any other.
+type Native interface {
+	CallNative(f func(fcomm int32) error) error
+}

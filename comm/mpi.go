@@ -47,6 +47,7 @@ type MPI struct {
 }
 
 var _ Comm = (*MPI)(nil)
+var _ Native = (*MPI)(nil)
 
 // mpiLauncherEnv lists variables that MPI launchers (Open MPI's mpirun,
 // MPICH's Hydra, PMIx and Slurm's srun) set in every rank's environment.
@@ -305,6 +306,17 @@ func mpiAllReduce[T float32 | float64](m *MPI, op string, x []T, reduce func([]T
 		}
 		return nil
 	})
+}
+
+// CallNative implements Native: f gets MPI_COMM_WORLD's Fortran handle
+// and holds MPI alone until it returns.
+func (m *MPI) CallNative(f func(fcomm int32) error) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("comm: MPI native call on rank %d: communicator closed", m.rank)
+	}
+	return f(m.world.Fortran())
 }
 
 // Bcast implements Comm.

@@ -135,6 +135,7 @@ var (
 	opAllReduceFloat64 = Op{Name: "all-reduce (float64)"}
 	opBcast            = Op{Name: "broadcast"}
 	opBarrier          = Op{Name: "barrier"}
+	opNative           = Op{Name: "native MPI call"}
 )
 
 // NewWatchdog wraps c and starts its watchdog goroutine, which runs until
@@ -273,6 +274,22 @@ func (w *Watchdog) Barrier() error {
 	w.leave()
 	return err
 }
+
+// CallNative implements Native when the wrapped Comm does, under the
+// timeout like the collectives.
+func (w *Watchdog) CallNative(f func(fcomm int32) error) error {
+	n, ok := w.c.(Native)
+	if !ok {
+		return fmt.Errorf("comm: rank %d: a native MPI call needs MPI ranks (mpirun), not %T", w.rank, w.c)
+	}
+	w.enter(&opNative)
+	defer w.leave()
+	return n.CallNative(f)
+}
+
+// LabelName is Label for a name made at run time (it allocates: for
+// setup steps, not for the calls of every epoch).
+func (w *Watchdog) LabelName(name string) { w.Label(&Op{Name: name}) }
 
 func (w *Watchdog) Abort(code int) { w.c.Abort(code) }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what gnn-spmd needs on Debian 12: the C libraries (HDF5, OpenBLAS,
-# Open MPI, METIS), h5dump, MPICH beside Open MPI (the -tags mpich build),
+# Open MPI, METIS, PT-Scotch), h5dump, MPICH beside Open MPI (the -tags mpich build),
 # Slurm and munge (the single-node test cluster, scripts/slurm-local.sh),
 # iproute2 and util-linux (the multi-host test's namespaces), and Go (from the Go module proxy's toolchain
 # archive) when no go >= 1.26 is on PATH. Idempotent; needs root or sudo.
@@ -8,7 +8,7 @@ set -euo pipefail
 
 GO_VERSION=1.26.8
 PKGS=(build-essential pkgconf libhdf5-dev hdf5-tools libopenblas-dev libopenmpi-dev openmpi-bin libmetis-dev metis python3-h5py python3-numpy curl ca-certificates unzip
-  libmpich-dev mpich slurm-wlm munge iproute2 util-linux procps)
+  libptscotch-dev libmpich-dev mpich slurm-wlm munge iproute2 util-linux procps)
 
 sudo=""
 if [ "$(id -u)" != 0 ]; then sudo=sudo; fi

@@ -113,6 +113,10 @@ static int exchange_short(int size, void **sp, const int *sn, void **rp, const i
 
 static MPI_Datatype float_type(int bits) { return bits == 32 ? MPI_FLOAT : MPI_DOUBLE; }
 
+static int allreduce_sum(void *buf, int n, int bits, MPI_Fint cf) {
+	return MPI_Allreduce(MPI_IN_PLACE, buf, n, float_type(bits), MPI_SUM, MPI_Comm_f2c(cf));
+}
+
 // reduce_sum sums buf over the communicator into root's buf, in place there
 // (MPI_IN_PLACE); the other ranks' buf is left as it was.
 static int reduce_sum(void *buf, int n, int bits, int root, MPI_Fint cf) {
@@ -199,6 +203,10 @@ type Comm struct{ f C.MPI_Fint }
 
 // World returns MPI_COMM_WORLD.
 func World() Comm { return Comm{C.world_handle()} }
+
+// Fortran returns c's Fortran handle, which a C library that makes MPI
+// calls of its own turns back into its communicator with MPI_Comm_f2c.
+func (c Comm) Fortran() int32 { return int32(c.f) }
 
 // Rank returns the calling process's rank in c.
 func (c Comm) Rank() (int, error) {
@@ -400,9 +408,19 @@ func (c Comm) ReduceSumFloat64(x []float64, root int) error {
 	return reduceSum("MPI_Reduce", unsafe.Pointer(unsafe.SliceData(x)), len(x), 64, root, c)
 }
 
+// AllreduceSumFloat64 replaces x by its element-wise sum over c
+// (MPI_Allreduce in place). MPI does not promise the same bits on every
+// rank.
+func (c Comm) AllreduceSumFloat64(x []float64) error {
+	return reduceSum("MPI_Allreduce", unsafe.Pointer(unsafe.SliceData(x)), len(x), 64, -1, c)
+}
+
 func reduceSum(fn string, p unsafe.Pointer, n, bits, root int, c Comm) error {
 	if n > MaxCount {
 		return fmt.Errorf("mpi: %s: %d elements exceed the C int count limit", fn, n)
+	}
+	if root < 0 {
+		return check(fn, C.allreduce_sum(p, C.int(n), C.int(bits), c.f))
 	}
 	return check(fn, C.reduce_sum(p, C.int(n), C.int(bits), C.int(root), c.f))
 }

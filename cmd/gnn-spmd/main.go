@@ -12,7 +12,7 @@ import (
 var commands = []cli.Command{
 	{Name: "train", Summary: "train a GNN on a dataset (OGB directory or .h5)", Run: runTrain},
 	{Name: "gen", Summary: "generate a synthetic graph dataset (contextual SBM) as .h5", Run: runGen},
-	{Name: "partition", Summary: "partition a dataset into per-rank part files (METIS or random)", Run: runPartition},
+	{Name: "partition", Summary: "partition a dataset into per-rank part files (METIS, random, or PT-Scotch by slices under mpirun)", Run: runPartition},
 	{Name: "inspect", Summary: "summarise a partition directory, a .h5 dataset or a checkpoint", Run: runInspect},
 	{Name: "predict", Summary: "predict every node with a checkpoint's model, in one process or across ranks (HDF5)", Run: runPredict},
 	{Name: "export", Summary: "export a checkpoint's parameters for other tools (NumPy .npz)", Run: runExport},

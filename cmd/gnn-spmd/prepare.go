@@ -78,11 +78,10 @@ func runConvert(args []string, stdout, stderr io.Writer) error {
 	}
 	defer release()
 	start := time.Now()
-	ds, err := ogb.Load(*dir, ogb.Options{Build: build})
+	// The feature rows stream from the text to the file: memory is the CSR
+	// and the labels and splits, not the features.
+	ds, err := datafile.Convert(*dir, *out, ogb.Options{Build: build})
 	if err != nil {
-		return err
-	}
-	if err := datafile.Write(*out, ds); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d nodes, %d edges, %d features, %d classes, splits %v (%.2fs)\n",
@@ -98,10 +97,11 @@ func buildFlags(fs *flag.FlagSet, b *data.BuildOptions) {
 }
 
 func runPartition(args []string, stdout, stderr io.Writer) (err error) {
-	fs := newFlags("partition", "partition --data PATH --parts Q --method metis|random --out DIR [--split NAME] [--seed N]", stderr)
-	path := fs.String("data", "", "dataset: an OGB-layout directory or a .h5 file")
-	q := fs.Int("parts", 0, "number of parts (the world size of the jobs that will train on them)")
-	method := fs.String("method", partition.MethodMETIS, "metis (balanced on nodes and training nodes) or random")
+	fs := newFlags("partition", "partition --data PATH --parts Q --method metis|random|ptscotch --out DIR [--split NAME] [--seed N]   (ptscotch, and random by slices: under mpirun -np Q)", stderr)
+	path := fs.String("data", "", "dataset: an OGB-layout directory or a .h5 file (a .h5 file under mpirun)")
+	q := fs.Int("parts", 0, "number of parts (the world size of the jobs that will train on them; under mpirun, the number of processes)")
+	method := fs.String("method", partition.MethodMETIS, "metis (one process, balanced on nodes and training nodes), random, or ptscotch (PT-Scotch, under mpirun: every process reads only its slice of the nodes)")
+	timeout := fs.Duration("comm-timeout", 5*time.Minute, "under mpirun: abort the job when a collective waits longer than this for its peers (0 = never)")
 	out := fs.String("out", "", "output directory: part-<p>.h5 for every part and meta.h5")
 	splitName := fs.String("split", "", "split whose training nodes METIS balances and the parts carry (default: the first)")
 	seed := fs.Uint64("seed", 0, "partitioner seed")
@@ -116,8 +116,17 @@ func runPartition(args []string, stdout, stderr io.Writer) (err error) {
 		return cli.Usagef("partition: --data and --out are required")
 	case *q < 1:
 		return cli.Usagef("partition: --parts: got %d, expected at least 1", *q)
-	case *method != partition.MethodMETIS && *method != partition.MethodRandom:
-		return cli.Usagef("partition: --method: got %q, expected metis or random", *method)
+	case *method != partition.MethodMETIS && *method != partition.MethodRandom && *method != partition.MethodPTScotch:
+		return cli.Usagef("partition: --method: got %q, expected metis, random or ptscotch", *method)
+	case *timeout < 0:
+		return cli.Usagef("partition: --comm-timeout: got %v, expected >= 0 (0 = never)", *timeout)
+	}
+	if job.UnderMPI() {
+		return runPartitionMPI(distPartition{path: *path, out: *out, parts: *q, method: *method, split: *splitName,
+			seed: *seed, normalize: *normalize, build: build, timeout: *timeout}, stdout, stderr)
+	}
+	if *method == partition.MethodPTScotch {
+		return cli.Usagef("partition: --method ptscotch runs under mpirun, one process per part: mpirun -np %d gnn-spmd partition ...", *q)
 	}
 	release, err := claimPartition(*path, *out, *q)
 	if err != nil {

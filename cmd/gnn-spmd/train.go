@@ -48,7 +48,7 @@ func newTrainFlags(stderr io.Writer) *trainFlags {
 	fs.IntVar(&s.EvalEvery, "eval-every", s.EvalEvery, "where evaluation takes a pass of its own (--eval exact, dropout), run it every N epochs and at the last")
 	// Distribution.
 	fs.IntVar(&s.Ranks, "ranks", s.Ranks, "ranks as goroutines of this process (under mpirun: one rank per process)")
-	fs.StringVar(&s.Partition, "partition", s.Partition, "with --data and several ranks, partition on the fly: random or metis")
+	fs.StringVar(&s.Partition, "partition", s.Partition, "with --data and several ranks, partition on the fly: random, metis, or ptscotch (under mpirun, every rank reading only its slice of a .h5 file, as random does there)")
 	fs.StringVar(&s.Device, "device", s.Device, "where the kernels run: cpu or cuda (the GPU build; one GPU per rank)")
 	fs.Uint64Var(&s.PartitionSeed, "partition-seed", 0, "seed of the on-the-fly partitioner")
 	fs.BoolVar(&s.NoComm, "no-comm", false, "a baseline without communication: drop the edges between parts")

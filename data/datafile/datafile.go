@@ -11,6 +11,8 @@ import (
 
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
+	"github.com/gnn-spmd/gnn-spmd/data/ogb"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 )
 
 // The HDF5 dataset layout:
@@ -34,20 +36,30 @@ func Write(path string, ds *data.Dataset) error {
 		return err
 	}
 	g := ds.Graph
-	attrs := []h5.Attr{
-		{Name: "format", Val: Format},
-		{Name: "version", Val: int32(Version)},
-		{Name: "name", Val: ds.Name},
-		{Name: "num_nodes", Val: int64(g.N)},
-		{Name: "num_edges", Val: g.NumEdges()},
-		{Name: "num_features", Val: int32(ds.NumFeatures)},
-		{Name: "num_classes", Val: int32(ds.NumClasses)},
-	}
 	arrays := []h5.Array{h5.Vec("/graph/indptr", g.Indptr), h5.Vec("/graph/indices", g.Indices)}
 	if ds.NumFeatures > 0 {
 		arrays = append(arrays, h5.Array{Path: "/node/features", Data: ds.Features, Dims: []uint{uint(g.N), uint(ds.NumFeatures)}})
 	}
-	arrays = append(arrays, h5.Vec("/node/labels", ds.Labels), h5.Array{Path: "/splits"})
+	arrays = append(arrays, tailArrays(ds)...)
+	return h5.WriteFile(path, rootAttrs(ds), arrays)
+}
+
+// rootAttrs is a dataset file's root attributes.
+func rootAttrs(ds *data.Dataset) []h5.Attr {
+	return []h5.Attr{
+		{Name: "format", Val: Format},
+		{Name: "version", Val: int32(Version)},
+		{Name: "name", Val: ds.Name},
+		{Name: "num_nodes", Val: int64(ds.Graph.N)},
+		{Name: "num_edges", Val: ds.Graph.NumEdges()},
+		{Name: "num_features", Val: int32(ds.NumFeatures)},
+		{Name: "num_classes", Val: int32(ds.NumClasses)},
+	}
+}
+
+// tailArrays are the arrays after the features: labels and splits.
+func tailArrays(ds *data.Dataset) []h5.Array {
+	arrays := []h5.Array{h5.Vec("/node/labels", ds.Labels), {Path: "/splits"}}
 	for _, name := range ds.SplitNames() {
 		s := ds.Splits[name]
 		for _, part := range []struct {
@@ -62,7 +74,48 @@ func Write(path string, ds *data.Dataset) error {
 			arrays = append(arrays, h5.Vec("/splits/"+name+"/"+part.name, ids))
 		}
 	}
-	return h5.WriteFile(path, attrs, arrays)
+	return arrays
+}
+
+// Convert writes the OGB-layout directory dir as a dataset file at path,
+// the same file as Write(path, ogb.Load(dir)) gives, with memory bounded
+// by the CSR it builds and the blocks of feature rows being parsed: the
+// rows go to the file as they come (ogb.OpenStream). It returns the
+// dataset without its features.
+func Convert(dir, path string, opt ogb.Options) (*data.Dataset, error) {
+	st, err := ogb.OpenStream(dir, opt)
+	if err != nil {
+		return nil, err
+	}
+	ds := st.Dataset
+	var inErr error // a bad feature row, reported as itself
+	err = outfile.WriteAtomic(path, func(tmp string) error {
+		w, err := h5.NewWriter(tmp, rootAttrs(ds))
+		if err != nil {
+			return err
+		}
+		w.Array(h5.Vec("/graph/indptr", ds.Graph.Indptr))
+		w.Array(h5.Vec("/graph/indices", ds.Graph.Indices))
+		if ds.NumFeatures > 0 {
+			w.Begin("/node/features", []float32(nil), []uint{uint(ds.Graph.N), uint(ds.NumFeatures)})
+			if inErr = st.Features(func(rows []float32) error { return w.Rows("/node/features", rows) }); inErr != nil {
+				w.Abort()
+				return inErr
+			}
+			w.End("/node/features")
+		}
+		for _, a := range tailArrays(ds) {
+			w.Array(a)
+		}
+		return w.Close()
+	})
+	if inErr != nil {
+		return nil, inErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ds, nil
 }
 
 // Read reads a dataset written by Write (or by any tool following the
@@ -109,32 +162,9 @@ func h5Field(f string) string {
 }
 
 func read(f *h5.File) (*data.Dataset, error) {
-	const any = math.MaxInt64
-	name := f.String("name")
-	// The counts come first and are bounded by what the file can hold (the
-	// format is uncompressed), so an absurd attribute is refused before any
-	// allocation.
-	n := f.Int("num_nodes", -any, any)
-	if f.Err() != nil {
-		return nil, f.Err()
-	}
-	if n < 1 || n > math.MaxInt32 {
-		return nil, f.Errorf("attribute num_nodes", "is %d, expected a node count in [1, %d] (node ids are int32)", n, math.MaxInt32)
-	}
-	if perNode := int64(8 + 4); n > f.Size()/perNode { // indptr + labels
-		return nil, f.Errorf("attribute num_nodes", "is %d, but a file of %d bytes cannot hold indptr and labels for that many nodes (%d bytes each)", n, f.Size(), perNode)
-	}
-	e := f.Int("num_edges", -any, any)
-	if f.Err() == nil && (e < 0 || e > f.Size()/4) {
-		return nil, f.Errorf("attribute num_edges", "is %d, expected a count in [0, %d] for a file of %d bytes (4 bytes per edge)", e, f.Size()/4, f.Size())
-	}
-	nf := f.Int("num_features", -any, any)
-	if f.Err() == nil && (nf < 0 || nf > f.Size()/4/n) {
-		return nil, f.Errorf("attribute num_features", "is %d, expected a count in [0, %d] for %d nodes in a file of %d bytes", nf, f.Size()/4/n, n, f.Size())
-	}
-	nc := f.Int("num_classes", -any, any)
-	if f.Err() == nil && (nc < 1 || nc > int64(data.MaxClasses(int(n)))) {
-		return nil, f.Errorf("attribute num_classes", "is %d, expected a class count in [1, %d] (at most one class per node, or 1024)", nc, data.MaxClasses(int(n)))
+	name, n, e, nf, nc, err := readCounts(f)
+	if err != nil {
+		return nil, err
 	}
 	indptr := h5.ReadArray[int64](f, "/graph/indptr", "[num_nodes+1]", n+1)
 	indices := h5.ReadArray[int32](f, "/graph/indices", "[num_edges]", e)
@@ -188,4 +218,35 @@ func readSplits(f *h5.File, n int64) map[string]*data.Split {
 		splits[name] = s
 	}
 	return splits
+}
+
+// readCounts reads the name and the counts, each bounded by what the file
+// can hold (the format is uncompressed), so that an absurd attribute is
+// refused before any allocation.
+func readCounts(f *h5.File) (name string, n, e, nf, nc int64, err error) {
+	const any = math.MaxInt64
+	name = f.String("name")
+	n = f.Int("num_nodes", -any, any)
+	if f.Err() != nil {
+		return "", 0, 0, 0, 0, f.Err()
+	}
+	if n < 1 || n > math.MaxInt32 {
+		return "", 0, 0, 0, 0, f.Errorf("attribute num_nodes", "is %d, expected a node count in [1, %d] (node ids are int32)", n, math.MaxInt32)
+	}
+	if perNode := int64(8 + 4); n > f.Size()/perNode { // indptr + labels
+		return "", 0, 0, 0, 0, f.Errorf("attribute num_nodes", "is %d, but a file of %d bytes cannot hold indptr and labels for that many nodes (%d bytes each)", n, f.Size(), perNode)
+	}
+	e = f.Int("num_edges", -any, any)
+	if f.Err() == nil && (e < 0 || e > f.Size()/4) {
+		return "", 0, 0, 0, 0, f.Errorf("attribute num_edges", "is %d, expected a count in [0, %d] for a file of %d bytes (4 bytes per edge)", e, f.Size()/4, f.Size())
+	}
+	nf = f.Int("num_features", -any, any)
+	if f.Err() == nil && (nf < 0 || nf > f.Size()/4/n) {
+		return "", 0, 0, 0, 0, f.Errorf("attribute num_features", "is %d, expected a count in [0, %d] for %d nodes in a file of %d bytes", nf, f.Size()/4/n, n, f.Size())
+	}
+	nc = f.Int("num_classes", -any, any)
+	if f.Err() == nil && (nc < 1 || nc > int64(data.MaxClasses(int(n)))) {
+		return "", 0, 0, 0, 0, f.Errorf("attribute num_classes", "is %d, expected a class count in [1, %d] (at most one class per node, or 1024)", nc, data.MaxClasses(int(n)))
+	}
+	return name, n, e, nf, nc, f.Err()
 }

@@ -473,12 +473,8 @@ func readArray[T Elem](f *File, p string, typ elemType, want []int64, wantDesc s
 // array cannot be held to the array's digest: the processes that read the
 // parts check it together (Digest has the file's).
 func ReadRange[T Elem](f *File, path, desc string, rows func(n int64) (lo, hi int64), shape ...int64) []T {
-	if f.err != nil {
-		return nil
-	}
-	d, dims, err := openArray(f, path, typeOf[T](), shape, desc)
-	if err != nil {
-		f.keep(err)
+	d, dims := openFor[T](f, path, desc, shape)
+	if d == nil {
 		return nil
 	}
 	defer d.Close()
@@ -495,23 +491,11 @@ func ReadRange[T Elem](f *File, path, desc string, rows func(n int64) (lo, hi in
 	if len(buf) == 0 {
 		return buf
 	}
-	offset := make([]uint, len(dims))
-	offset[0] = uint(lo)
-	count := slices.Clone(dims)
-	count[0] = uint(hi - lo)
-	fs := d.Space()
-	if fs == nil {
-		f.keep(f.errorf(path, "has no readable dataspace: the file is corrupt"))
-		return nil
-	}
-	defer fs.Close()
-	ms, err := hdf5.CreateSimpleDataspace(count, nil)
-	if err == nil {
-		defer ms.Close()
-		err = fs.SelectHyperslab(offset, nil, count, nil)
-	}
+	fs, ms, err := rowSpaces(d, int(lo), int(hi), dims)
 	if err == nil {
 		err = d.ReadSubset(&buf, ms, fs)
+		fs.Close()
+		ms.Close()
 	}
 	if err != nil {
 		f.keep(f.errorf(path, "cannot be read: the file is truncated or corrupt, or the dataset uses an unavailable filter"))
@@ -530,12 +514,8 @@ func (f *File) Digest(path string) (uint64, bool) {
 // Dims is the shape of the dataset at path, checked against the element
 // type T and shape (-1: any size) as ReadArray checks it, without reading.
 func Dims[T Elem](f *File, path, desc string, shape ...int64) []int64 {
-	if f.err != nil {
-		return nil
-	}
-	d, dims, err := openArray(f, path, typeOf[T](), shape, desc)
-	if err != nil {
-		f.keep(err)
+	d, dims := openFor[T](f, path, desc, shape)
+	if d == nil {
 		return nil
 	}
 	d.Close()
@@ -544,6 +524,20 @@ func Dims[T Elem](f *File, path, desc string, shape ...int64) []int64 {
 		out[i] = int64(x)
 	}
 	return out
+}
+
+// openFor is openArray for element type T, keeping its error in f; nil
+// after any error.
+func openFor[T Elem](f *File, path, desc string, shape []int64) (*hdf5.Dataset, []uint) {
+	if f.err != nil {
+		return nil, nil
+	}
+	d, dims, err := openArray(f, path, typeOf[T](), shape, desc)
+	if err != nil {
+		f.keep(err)
+		return nil, nil
+	}
+	return d, dims
 }
 
 // openArray opens the dataset at p and checks its element type and shape

@@ -183,22 +183,9 @@ func writeContent(name string, attrs []Attr, arrays []Array) (err error) {
 		if err != nil {
 			return err
 		}
-		base := filepath.Base(a.Path)
-		var digest uint64
-		switch d := a.Data.(type) {
-		case []int32:
-			digest, err = writeArray(g, base, typeInt32, d, a.Dims)
-		case []int64:
-			digest, err = writeArray(g, base, typeInt64, d, a.Dims)
-		case []float32:
-			digest, err = writeArray(g, base, typeFloat32, d, a.Dims)
-		case []float64:
-			digest, err = writeArray(g, base, typeFloat64, d, a.Dims)
-		default:
-			err = fmt.Errorf("unsupported data %T", a.Data)
-		}
+		digest, err := writeAny(g, a)
 		if err != nil {
-			return fmt.Errorf("%s: %w", a.Path, err)
+			return err
 		}
 		paths, digests = append(paths, a.Path), append(digests, digest)
 	}
@@ -212,6 +199,27 @@ func writeContent(name string, attrs []Attr, arrays []Array) (err error) {
 		return fmt.Errorf("attribute %s: %w", DigestsAttr, err)
 	}
 	return nil
+}
+
+// writeAny writes the array a into its group g and returns its digest.
+func writeAny(g *hdf5.Group, a Array) (digest uint64, err error) {
+	base := filepath.Base(a.Path)
+	switch d := a.Data.(type) {
+	case []int32:
+		digest, err = writeArray(g, base, typeInt32, d, a.Dims)
+	case []int64:
+		digest, err = writeArray(g, base, typeInt64, d, a.Dims)
+	case []float32:
+		digest, err = writeArray(g, base, typeFloat32, d, a.Dims)
+	case []float64:
+		digest, err = writeArray(g, base, typeFloat64, d, a.Dims)
+	default:
+		err = fmt.Errorf("unsupported data %T", a.Data)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", a.Path, err)
+	}
+	return digest, nil
 }
 
 func Vec[T any](path string, data []T) Array {
@@ -350,24 +358,35 @@ func writeArray[T Elem](g *hdf5.Group, name string, typ elemType, values []T, di
 
 // writeSlab writes rows [lo, hi) of a dataset with the given dims.
 func writeSlab[T Elem](d *hdf5.Dataset, chunk []T, lo, hi int, dims []uint) error {
+	fs, ms, err := rowSpaces(d, lo, hi, dims)
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	defer ms.Close()
+	return d.WriteSubset(&chunk, ms, fs)
+}
+
+// rowSpaces selects the rows [lo, hi) of a dataset with the given dims:
+// its file space with the hyperslab selected, and a memory space of their
+// shape. The caller closes both.
+func rowSpaces(d *hdf5.Dataset, lo, hi int, dims []uint) (fs, ms *hdf5.Dataspace, err error) {
 	offset := make([]uint, len(dims))
 	offset[0] = uint(lo)
 	count := slices.Clone(dims)
 	count[0] = uint(hi - lo)
-	fs := d.Space()
-	if fs == nil {
-		return fmt.Errorf("cannot get the dataspace")
+	if fs = d.Space(); fs == nil {
+		return nil, nil, fmt.Errorf("cannot get the dataspace")
 	}
-	defer fs.Close()
 	if err := fs.SelectHyperslab(offset, nil, count, nil); err != nil {
-		return err
+		fs.Close()
+		return nil, nil, err
 	}
-	ms, err := hdf5.CreateSimpleDataspace(count, nil)
-	if err != nil {
-		return err
+	if ms, err = hdf5.CreateSimpleDataspace(count, nil); err != nil {
+		fs.Close()
+		return nil, nil, err
 	}
-	defer ms.Close()
-	return d.WriteSubset(&chunk, ms, fs)
+	return fs, ms, nil
 }
 
 // Writer writes a new HDF5 file whose large arrays may arrive in pieces
@@ -467,22 +486,9 @@ func (w *Writer) Array(a Array) error {
 		if err != nil {
 			return err
 		}
-		var digest uint64
-		base := filepath.Base(a.Path)
-		switch d := a.Data.(type) {
-		case []int32:
-			digest, err = writeArray(g, base, typeInt32, d, a.Dims)
-		case []int64:
-			digest, err = writeArray(g, base, typeInt64, d, a.Dims)
-		case []float32:
-			digest, err = writeArray(g, base, typeFloat32, d, a.Dims)
-		case []float64:
-			digest, err = writeArray(g, base, typeFloat64, d, a.Dims)
-		default:
-			err = fmt.Errorf("unsupported data %T", a.Data)
-		}
+		digest, err := writeAny(g, a)
 		if err != nil {
-			return fmt.Errorf("%s: %w", a.Path, err)
+			return err
 		}
 		w.paths = append(w.paths, a.Path)
 		w.digests[a.Path] = digest

@@ -34,22 +34,11 @@ type Options struct {
 // and line. The edges are as in the file; opt.Build adds inverse edges or
 // self loops.
 func Load(dir string, opt Options) (*data.Dataset, error) {
-	n, nPath, err := loadCount(dir, "raw/num-node-list", "node", 1)
+	h, err := loadHeader(dir)
 	if err != nil {
 		return nil, err
 	}
-	e, ePath, err := loadCount(dir, "raw/num-edge-list", "edge", 0)
-	if err != nil {
-		return nil, err
-	}
-	nRel, eRel := relPath(dir, nPath), relPath(dir, ePath)
-
-	// Labels first: they confirm N with a real file before the big
-	// allocations, and the splits need them.
-	labels, numClasses, labelPath, err := loadLabels(dir, n, nRel)
-	if err != nil {
-		return nil, err
-	}
+	n, e, nRel, eRel, labels, numClasses, labelPath := h.n, h.e, h.nRel, h.eRel, h.labels, h.classes, h.labelPath
 
 	// The three big reads are independent; running them together overlaps
 	// the serial gzip decompression of each file. Errors are reported in a
@@ -91,6 +80,33 @@ func Load(dir string, opt Options) (*data.Dataset, error) {
 		return nil, err
 	}
 	return ds, nil
+}
+
+// header is what a reader takes first: the counts (and the files that
+// give them, relative to dir, for messages) and the labels, which confirm
+// N with a real file before the big allocations (the splits need them).
+type header struct {
+	n, e       int
+	nRel, eRel string
+	labels     []int32
+	classes    int
+	labelPath  string
+}
+
+func loadHeader(dir string) (*header, error) {
+	n, nPath, err := loadCount(dir, "raw/num-node-list", "node", 1)
+	if err != nil {
+		return nil, err
+	}
+	e, ePath, err := loadCount(dir, "raw/num-edge-list", "edge", 0)
+	if err != nil {
+		return nil, err
+	}
+	h := &header{n: n, e: e, nRel: relPath(dir, nPath), eRel: relPath(dir, ePath)}
+	if h.labels, h.classes, h.labelPath, err = loadLabels(dir, n, h.nRel); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 func relPath(dir, path string) string {

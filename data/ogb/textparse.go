@@ -554,6 +554,7 @@ type intTable struct {
 	integralFloats bool     // also accept "3.0"-style integral decimals
 
 	cols [][]int32
+	base int // the row of cols[k][0]: 0, or a streamed block's first
 }
 
 func newIntTable(path string, names ...string) *intTable {
@@ -591,7 +592,7 @@ func (t *intTable) reserve(c *lineChunk, drain func()) *data.InputError {
 
 func (t *intTable) parse(c *lineChunk) *data.InputError {
 	b := c.buf
-	row := c.line - 1
+	row := c.line - 1 - t.base
 	last := len(t.cols) - 1
 	for i := 0; i < len(b); row++ {
 		start := i
@@ -670,6 +671,7 @@ type floatTable struct {
 
 	f    int       // columns, set by the first reserve
 	data []float32 // rows*f values
+	base int       // the row of data[0]: 0, or a streamed block's first
 }
 
 func (t *floatTable) run(tf *textFile) (int, error) {
@@ -707,7 +709,7 @@ func (t *floatTable) reserve(c *lineChunk, drain func()) *data.InputError {
 func (t *floatTable) parse(c *lineChunk) *data.InputError {
 	b := c.buf
 	f := t.f
-	out := t.data[(c.line-1)*f : (c.line-1+c.n)*f]
+	out := t.data[(c.line-1-t.base)*f : (c.line-1-t.base+c.n)*f]
 	o := 0
 	for i := 0; i < len(b); {
 		start := i

@@ -43,7 +43,7 @@ func (s *Spec) settings(worldSize int) []setting {
 	id := ckpt.NewConfig(s.Run, ckpt.Data{Split: s.Split, NormalizeFeatures: s.Normalize, NoComm: s.NoComm,
 		Ranks: worldSize, PartitionMethod: method, PartitionSeed: seed})
 	out := []setting{
-		{Name: "the build", Value: buildID()},
+		{Name: "the build", Value: BuildID()},
 		{Name: "the halo wire format", Value: strconv.Itoa(codec.WireVersion)},
 		{Name: "--parts", Value: given(s.Parts)},
 		{Name: "--resume", Value: given(s.Resume)},
@@ -87,9 +87,9 @@ func dataSettings(id ckpt.Config, ck *checkpointer) []setting {
 	return out
 }
 
-// buildID names this binary's build: the Go version, the module's
+// BuildID names this binary's build: the Go version, the module's
 // version control revision and the build settings that change the code.
-func buildID() string {
+func BuildID() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown"

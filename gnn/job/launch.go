@@ -60,7 +60,7 @@ func (l *localRanks) run(p *process, rank func(c comm.Comm) error) error {
 	if err := p.claim(); err != nil {
 		return err
 	}
-	if err := p.setup(0, l.q, ""); err != nil {
+	if err := p.setup(0, nil, l.q, ""); err != nil {
 		return err
 	}
 	err := comm.RunLocal(l.q, func(lc *comm.Local) error {

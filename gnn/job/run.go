@@ -385,7 +385,7 @@ func (j *job) setupRank(l launcher, p *process, c comm.Comm) (*rankJob, *gnn.Vie
 	defer removeCopy()
 	var v *gnn.View
 	if err == nil {
-		err = p.setup(rank, c.Size(), resume)
+		err = p.setup(rank, c, c.Size(), resume)
 	}
 	if err == nil {
 		v, err = p.view(rank)

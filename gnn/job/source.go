@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"sync"
 
+	"github.com/gnn-spmd/gnn-spmd/comm"
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/datafile"
 	"github.com/gnn-spmd/gnn-spmd/data/ogb"
@@ -26,8 +27,10 @@ type source struct {
 
 // load reads the data for the given ranks of a q-rank job: their part
 // files, or the dataset, partitioned on the fly. One rank on the whole
-// graph (oneProcess) trains on the dataset itself.
-func (j *job) load(ranks []int, q int, oneProcess bool) (*source, error) {
+// graph (oneProcess) trains on the dataset itself. dist, the communicator
+// of an MPI rank (nil elsewhere), partitions by slices with the other
+// ranks where the method allows (distributable).
+func (j *job) load(ranks []int, q int, oneProcess bool, dist comm.Comm) (*source, error) {
 	s := j.spec
 	src := &source{shards: map[int]*partition.Shard{}}
 	src.info.Ranks, src.info.Partition, src.id.Ranks = q, s.Partition, q
@@ -48,6 +51,9 @@ func (j *job) load(ranks []int, q int, oneProcess bool) (*source, error) {
 		}
 		src.identify(s)
 		return src, nil
+	}
+	if !oneProcess && q > 1 && dist != nil && distributable(s) {
+		return j.loadDistributed(dist, ranks[0], q) // every rank reads only its slice
 	}
 	ds, split, err := loadDataset(s)
 	if err != nil {
@@ -153,19 +159,20 @@ func newProcess(j *job, l launcher, q int) *process {
 	return &process{j: j, ranks: ranks, all: all, sharing: l.sharing(), reorder: map[int]bool{}, remaining: len(ranks)}
 }
 
-// setup reads the data of a q-rank job for this process's ranks, checks
-// that their models fit this node's memory, and reads --resume (from the
-// file at resume, "" for the flag's): once, whichever rank asks first. A
-// failure is the first rank's of the process to report; the others fail
-// with it, silently.
-func (p *process) setup(rank, q int, resume string) error {
-	if err := p.read(q, resume); err != nil && rank != p.ranks[0] {
+// setup reads the data of the job's ranks of this process (c, the
+// calling rank's communicator: nil before the ranks start), checks that
+// their models fit this node's memory, and reads --resume (from the file at
+// resume, "" for the flag's): once, whichever rank asks first. A failure is
+// the first rank's of the process to report; the others fail with it,
+// silently.
+func (p *process) setup(rank int, c comm.Comm, q int, resume string) error {
+	if err := p.read(c, q, resume); err != nil && rank != p.ranks[0] {
 		return &Exit{Code: ExitCode(err)}
 	}
 	return p.err
 }
 
-func (p *process) read(q int, resume string) error {
+func (p *process) read(c comm.Comm, q int, resume string) error {
 	p.once.Do(func() {
 		j := p.j
 		if j.spec.Weights != "" {
@@ -176,7 +183,11 @@ func (p *process) read(q int, resume string) error {
 			}
 			j.spec.Normalize, j.spec.Run = p.weights.data.NormalizeFeatures, p.weights.run
 		}
-		if p.src, p.err = j.load(p.ranks, q, p.all); p.err != nil {
+		var dist comm.Comm
+		if !p.all {
+			dist = c // an MPI rank: the ranks may read the data together
+		}
+		if p.src, p.err = j.load(p.ranks, q, p.all, dist); p.err != nil {
 			return
 		}
 		if p.weights != nil {

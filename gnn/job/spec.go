@@ -110,8 +110,10 @@ func (s *Spec) Validate() error {
 		return specErrorf("%s: --recompute applies to --model gat", s.command())
 	case s.Reorder != gnn.OrderNone && s.Reorder != gnn.OrderRCM && s.Reorder != gnn.OrderMETIS:
 		return specErrorf("%s: --reorder: got %q, expected %s, %s or %s", s.command(), s.Reorder, gnn.OrderNone, gnn.OrderRCM, gnn.OrderMETIS)
-	case s.Partition != partition.MethodRandom && s.Partition != partition.MethodMETIS:
-		return specErrorf("%s: --partition: got %q, expected random or metis", s.command(), s.Partition)
+	case s.Partition != partition.MethodRandom && s.Partition != partition.MethodMETIS && s.Partition != partition.MethodPTScotch:
+		return specErrorf("%s: --partition: got %q, expected random, metis or ptscotch", s.command(), s.Partition)
+	case s.Partition == partition.MethodPTScotch && s.Parts == "" && !UnderMPI():
+		return specErrorf("%s: --partition ptscotch runs under mpirun (PT-Scotch partitions with the job's MPI ranks); in one process use metis", s.command())
 	case s.Parts != "" && s.Normalize:
 		return specErrorf("%s: --normalize-features applies when loading --data, not to a --parts directory", s.command())
 	case s.EvalEvery < 1:
