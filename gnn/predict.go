@@ -26,7 +26,8 @@ type Predictions struct {
 // Predict runs one forward pass with the model's current parameters at
 // full precision (raw exchanges, no dropout) and returns this rank's rows:
 // the logits and, for embed >= 0, the output of layer embed (after its
-// activation), which must be a hidden layer. Every rank calls it.
+// activation), which must be a hidden layer. On a host device they are the
+// model's own matrices, valid until its next pass. Every rank calls it.
 func (t *Trainer) Predict(embed int) (*Predictions, error) {
 	m := t.Model
 	if last := m.Config.Layers - 1; embed >= last {
@@ -45,14 +46,23 @@ func (t *Trainer) Predict(embed int) (*Predictions, error) {
 	}
 	m.first.forgetPassState()
 	p := &Predictions{IDs: m.view.GlobalIDs[:m.view.NumOwned], Classes: r.logits.Cols, Train: r.train, Val: r.val, Test: r.test}
-	p.Logits = make([]float32, r.logits.Len())
-	m.dev.Download(p.Logits, r.logits)
+	p.Logits = m.hostRows(r.logits)
 	if embed >= 0 {
 		y := m.layerOutput(embed)
-		p.Embeddings, p.EmbedCols = make([]float32, y.Len()), y.Cols
-		m.dev.Download(p.Embeddings, y)
+		p.Embeddings, p.EmbedCols = m.hostRows(y), y.Cols
 	}
 	return p, nil
+}
+
+// hostRows is y's values in host memory: y's own on a host device (the
+// caller may change them: the model computes them anew), else a copy.
+func (m *Model) hostRows(y *kernels.Mat) []float32 {
+	if m.dev.Host() && y.Cols*y.Rows == len(y.Data) {
+		return y.Data
+	}
+	out := make([]float32, y.Len())
+	m.dev.Download(out, y)
+	return out
 }
 
 // layerOutput is layer l's output after the last forward pass (owned rows,

@@ -204,6 +204,9 @@ PY
 )
 echo "bench: GAT with and without --recompute, $NODES nodes"
 gat_table=$(GNN_SPMD="$work/gnn-spmd" scripts/gat-memory.sh "$data" "$work")
+
+echo "bench: predict against a training epoch"
+scripts/predict-bench.sh "$data" 1 "$work/predict.md" >/dev/null
 go build -o "$work/gnn-mpibench" ./cmd/gnn-mpibench
 a2a2=$(mpirun -np 2 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || true)
 a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || true)
@@ -294,6 +297,15 @@ a2a4=$(mpirun -np 4 "$work/gnn-mpibench" 2>&1 | grep -E '^(mode|alltoallv )' || 
   echo "median of epochs 1..2: \`scripts/gat-memory.sh\`."
   echo
   echo "$gat_table"
+  echo
+  echo "## Predict against a training epoch"
+  echo
+  echo "3-layer GraphSAGE-256 trained for 3 epochs on the $NODES-node benchmark graph in one process, then"
+  echo "\`gnn-spmd predict --embeddings 1\` with its checkpoint: every node's logits and layer 1's output (256 wide) written"
+  echo "to one file. The training epoch is the median after the first; the prediction's forward pass, then with the file"
+  echo "written, then the whole command (reading the data and the checkpoint included): \`scripts/predict-bench.sh DATA 1\`."
+  echo
+  cat "$work/predict.md"
   echo
   echo "## Halo codecs (one core)"
   echo

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # predict-bench.sh DATA RANKS [OUT.md]: predict against training on one
-# graph: RANKS ranks (1: one process; more: mpirun on METIS parts made on
-# the fly) train 3-layer GraphSAGE-256 for 3 epochs with a checkpoint, then
-# predict every node with it (logits and layer 1's embeddings). Prints a
+# graph: RANKS ranks (1: one process; more: mpirun on METIS parts, made once
+# in one process) train 3-layer GraphSAGE-256 for 3 epochs with a
+# checkpoint, then predict every node with it (logits and layer 1's
+# embeddings). Prints a
 # Markdown table (to OUT.md too): the median training epoch after the first
 # and the prediction (the forward pass; with the file written; the whole
 # command, data loading included), in seconds, and peak memory per process. Writes its files in bin/bench/predict-<ranks>.
@@ -13,18 +14,21 @@ work=bin/bench/predict-$ranks
 mkdir -p "$work"
 bin=bin/gnn-spmd
 run=("$bin")
+input=(--data "$data")
 args=()
 if [ "$ranks" -gt 1 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+  [ -f "$work/parts/meta.h5" ] || "$bin" partition --data "$data" --parts "$ranks" --method metis --out "$work/parts" >/dev/null
   run=(mpirun -np "$ranks" "$bin")
-  args=(--partition metis --threads 1)
+  input=(--parts "$work/parts")
+  args=(--threads 1)
 fi
 rm -f "$work"/ck.h5 "$work"/pred.h5
-"${run[@]}" train --data "$data" --hidden 256 --epochs 3 --quiet "${args[@]}" \
+"${run[@]}" train "${input[@]}" --hidden 256 --epochs 3 --quiet "${args[@]}" \
   --checkpoint "$work/ck.h5" --metrics "$work/train.jsonl" >"$work/train.log"
 /usr/bin/time -f "wall %e" -o "$work/predict.time" \
-  "${run[@]}" predict --checkpoint "$work/ck.h5" --data "$data" --out "$work/pred.h5" --embeddings 1 "${args[@]}" >"$work/predict.log"
+  "${run[@]}" predict --checkpoint "$work/ck.h5" "${input[@]}" --out "$work/pred.h5" --embeddings 1 "${args[@]}" >"$work/predict.log"
 python3 - "$work/train.jsonl" "$work/predict.log" "$data" "$ranks" "$work/predict.time" <<'PY' | tee "$out"
 import json, re, statistics, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]

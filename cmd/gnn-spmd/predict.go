@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/gnn-spmd/gnn-spmd/gnn"
 	"github.com/gnn-spmd/gnn-spmd/gnn/job"
 )
 
@@ -32,6 +33,8 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&s.Device, "device", s.Device, "where the kernels run: cpu or cuda")
 	fs.IntVar(&s.GPU, "gpu", s.GPU, "with --device cuda: bind this GPU ordinal instead (-1: node-local rank modulo the visible GPUs)")
 	fs.IntVar(&s.Threads, "threads", 0, "CPU threads for kernels, shared by the ranks of this process (0: all)")
+	// One pass does not repay clustering the rows, as training's epochs do.
+	s.Reorder = gnn.OrderNone
 	fs.StringVar(&s.Reorder, "reorder", s.Reorder, "order of every rank's rows in memory: none, rcm or metis")
 	fs.DurationVar(&s.CommTimeout, "comm-timeout", s.CommTimeout, "end the job when a collective waits longer than this for its peers (0: never)")
 	verbose := fs.Bool("verbose", false, "log setup details to stderr")

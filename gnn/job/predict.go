@@ -286,6 +286,7 @@ type rowSource struct {
 	pred  []int32
 	order []int // row indices by ascending node id
 	next  int
+	buf   []byte // the last block's rows, packed (reused)
 }
 
 func newRowSource(p *gnn.Predictions, pred []int32) *rowSource {
@@ -307,7 +308,7 @@ func (r *rowSource) take(hi int64) []byte {
 		r.next++
 	}
 	c, e := r.p.Classes, r.p.EmbedCols
-	buf := make([]byte, 0, (r.next-lo)*r.rowBytes())
+	buf := r.buf[:0]
 	for _, i := range r.order[lo:r.next] {
 		buf = binary.LittleEndian.AppendUint32(buf, uint32(r.p.IDs[i]))
 		buf = binary.LittleEndian.AppendUint32(buf, uint32(r.pred[i]))
@@ -320,6 +321,7 @@ func (r *rowSource) take(hi int64) []byte {
 			}
 		}
 	}
+	r.buf = buf
 	return buf
 }
 
@@ -339,7 +341,10 @@ func gatherRows(c comm.Comm, nodes int64, rows *rowSource, sink func(*rowBlock) 
 	q, rank := c.Size(), c.Rank()
 	width := rows.rowBytes()
 	block := int64(max(1, predictBlock/width))
-	send, recv := make([][]byte, q), make([][]byte, q)
+	// The buffers are reused from block to block: what the ranks hold
+	// beyond their rows stays one block, not garbage that grows the heap.
+	send, recv, room := make([][]byte, q), make([][]byte, q), make([][]byte, q)
+	counts := make([]float64, q+1)
 	var b *rowBlock
 	if rank == 0 {
 		cl, e := rows.p.Classes, rows.p.EmbedCols
@@ -350,7 +355,7 @@ func gatherRows(c comm.Comm, nodes int64, rows *rowSource, sink func(*rowBlock) 
 		hi := min(lo+block, nodes)
 		payload := rows.take(hi)
 		// Every rank's row count, and whether rank 0's sink failed.
-		counts := make([]float64, q+1)
+		clear(counts)
 		counts[rank] = float64(len(payload) / width)
 		if failed != nil {
 			counts[q] = 1
@@ -371,7 +376,11 @@ func gatherRows(c comm.Comm, nodes int64, rows *rowSource, sink func(*rowBlock) 
 		send[0] = payload
 		if rank == 0 {
 			for r := range q {
-				recv[r] = make([]byte, int(counts[r])*width)
+				n := int(counts[r]) * width
+				if cap(room[r]) < n {
+					room[r] = make([]byte, n)
+				}
+				recv[r] = room[r][:n]
 			}
 		}
 		comm.Label(c, &opPredictRows)
