@@ -4,7 +4,7 @@
 # a file that ends with its summary line is done and is skipped, so an
 # interrupted grid resumes where it stopped. The report is rebuilt at the end.
 #
-#   scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|core7|core8|breadth|scaling|more|gat|report|all]   (default all)
+#   scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|core7|core8|breadth|scaling|more|gat|family-tune|family-check|family-real|report|all]   (default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
@@ -53,9 +53,12 @@ dataset_args() {
     acm | uai | blogcatalog) echo "--data $DATA/$1 --split lc60 --normalize-features" ;;
     csbm100k) echo "--data $RESULTS/data/csbm100k.h5 --split random --hidden $GEN_HIDDEN" ;;
     csbm1m) echo "--data $RESULTS/data/csbm1m.h5 --split random --hidden $BIG_HIDDEN --epochs $BIG_EPOCHS" ;;
+    family-*) echo "--data $RESULTS/data/$1.h5 --split random" ;;
     *) echo "experiments: unknown dataset $1" >&2; exit 2 ;;
   esac
 }
+
+RECOMMENDED1="--residual forward --residual-skip 0.02 --residual-refresh 0 --bits-bwd 1 --grad-skip 0.1"
 
 # method_args method: the compression flags of a method name.
 method_args() {
@@ -65,8 +68,13 @@ method_args() {
     full) echo "" ;;
     nocomm) echo "--no-comm" ;;
     recommended-quant) echo "--compress recommended" ;;
-    recommended-quant-gs*) echo "--compress recommended --group-width 0 --grad-skip ${1#recommended-quant-gs}" ;;
-    recommended-quant-gw*) echo "--compress recommended --group-width ${1#recommended-quant-gw}" ;;
+    # The recommended setting before the validation family (grids before
+    # family): 2-bit residual-coded activations skipped below 2% of their
+    # size, 1-bit plain gradients without the rows below a tenth of the
+    # mean squared norm.
+    recommended1-quant) echo "--compress recommended $RECOMMENDED1" ;;
+    recommended1-quant-gs*) echo "--compress recommended $RECOMMENDED1 --group-width 0 --grad-skip ${1#recommended1-quant-gs}" ;;
+    recommended1-quant-gw*) echo "--compress recommended $RECOMMENDED1 --group-width ${1#recommended1-quant-gw}" ;;
     fixed*-*) local r=${1#fixed}; echo "--codec ${r#*-} --schedule fixed --ratio ${r%-*}" ;;
     varco-quant) echo "--codec quant --schedule varco --ratio-min $VARCO_RMIN_QUANT" ;;
     varco-trunc) echo "--codec trunc --schedule varco" ;;
@@ -82,14 +90,22 @@ run() {
   local dir="$RESULTS/$1/$2/$3-q$4" out eval="--eval exact"
   # The grids before core8 evaluated compressed runs in an exact pass
   # every epoch, the default then; they keep it, so that they reproduce.
-  case $1 in core8 | breadth) eval="" ;; esac
+  case $1 in core8 | breadth | family*) eval="" ;; esac
   out="$dir/$5-s$6.jsonl"
+  # The grids before the family ran the recommended setting of their day:
+  # they keep it under its name, so that they reproduce.
+  local margs
+  case $1:$5 in
+    family*:*) margs=$(method_args "$5") ;;
+    *:recommended-quant*) margs=$(method_args "${5/recommended/recommended1}") ;;
+    *) margs=$(method_args "$5") ;;
+  esac
   if [ -f "$out" ] && grep -q '"summary":true' "$out"; then return 0; fi
   mkdir -p "$dir"
   # shellcheck disable=SC2046 # the argument strings are meant to split
   # dataset_args comes after the common flags: its overrides win.
   if ! "$BIN" train --epochs "$EPOCHS" --hidden "$HIDDEN" $(dataset_args "$2" "$6") --ranks "$4" --partition "$3" \
-    --seed "$6" $(method_args "$5") $eval ${7:-} --quiet --metrics "$out.tmp" >"$dir/$5-s$6.log" 2>&1; then
+    --seed "$6" $margs $eval ${7:-} --quiet --metrics "$out.tmp" >"$dir/$5-s$6.log" 2>&1; then
     echo "experiments: FAILED $out (see $dir/$5-s$6.log)" >&2
     rm -f "$out.tmp"
     return 0
@@ -208,6 +224,92 @@ gat() {
   done
 }
 
+# (grid family): the validation family of the recommended setting.
+# Generated graphs of 20000 nodes and 64 features spanning where halo
+# compression can cost accuracy: average degree 2 to 50, feature signal
+# from nearly none (snr 0.05) to strong (2), homophily 0.3 to 0.9, 4 to 40
+# classes, random and METIS partitions, Q = 2, 4 and 8, GraphSAGE, GCN and
+# GAT, 100 epochs. The members were drawn once, Latin-hypercube style
+# (every level of every dimension equally often, each dimension's levels
+# shuffled on its own, Python's random.Random(1) for the 12 tune members
+# and (2) for the 24 check members): the tune members chose the setting on
+# validation accuracy; the check members, and every shared dataset with
+# features (family-real), test it. Columns: name, degree, snr, homophily,
+# classes, partition, Q, model, gen seed.
+FAMILY="
+tune00 10 0.05 0.3 16 metis 8 sage 100
+tune01 4 2 0.9 4 metis 8 gcn 101
+tune02 2 0.05 0.7 4 metis 8 gcn 102
+tune03 25 0.3 0.7 40 metis 4 gat 103
+tune04 2 1 0.5 8 random 2 gcn 104
+tune05 4 2 0.9 8 metis 2 sage 105
+tune06 25 0.3 0.9 16 random 4 sage 106
+tune07 2 1 0.3 16 random 2 gat 107
+tune08 50 0.3 0.5 8 random 4 gat 108
+tune09 4 1 0.7 40 metis 2 gat 109
+tune10 50 0.05 0.3 40 random 8 gcn 110
+tune11 10 2 0.5 4 random 4 sage 111
+check00 2 2 0.3 4 metis 4 gat 200
+check01 10 0.3 0.5 8 metis 4 gat 201
+check02 2 1 0.7 16 metis 2 gcn 202
+check03 10 0.3 0.7 40 random 2 sage 203
+check04 50 1 0.7 8 random 2 sage 204
+check05 25 2 0.5 8 random 8 gcn 205
+check06 50 0.05 0.5 16 metis 4 sage 206
+check07 50 2 0.3 16 random 8 sage 207
+check08 10 0.05 0.9 4 metis 2 gcn 208
+check09 2 0.3 0.9 4 random 4 gat 209
+check10 25 0.05 0.3 4 metis 8 gat 210
+check11 4 1 0.7 4 random 4 gat 211
+check12 4 1 0.9 4 metis 2 gat 212
+check13 2 0.05 0.5 8 metis 8 gcn 213
+check14 25 2 0.3 40 random 2 gat 214
+check15 25 2 0.3 8 random 8 sage 215
+check16 4 0.3 0.5 16 metis 2 gcn 216
+check17 25 0.3 0.7 40 metis 8 sage 217
+check18 50 0.05 0.9 40 random 2 sage 218
+check19 2 0.3 0.5 40 random 4 gat 219
+check20 4 0.05 0.7 8 random 8 sage 220
+check21 10 1 0.9 16 random 4 gcn 221
+check22 10 1 0.3 40 metis 8 gcn 222
+check23 4 2 0.9 16 metis 4 gcn 223
+"
+family_model() {
+  case $1 in
+    sage) echo "--model sage --layers 3 --hidden 64 --lr 0.01 --epochs 100" ;;
+    gcn) echo "--model gcn --layers 3 --hidden 64 --lr 0.01 --epochs 100" ;;
+    gat) echo "--model gat --layers 2 --heads 8 --hidden 8 --out-heads 1 --lr 0.05 --epochs 100" ;;
+  esac
+}
+# family PATTERN "SEEDS" methods...: the members whose name matches the
+# shell pattern.
+family() {
+  local pattern=$1 seeds=$2 name deg snr hom cls part q model gseed s m
+  shift 2
+  while read -r name deg snr hom cls part q model gseed; do
+    # shellcheck disable=SC2254 # the pattern is meant to match
+    case $name in $pattern) ;; *) continue ;; esac
+    [ -f "$RESULTS/data/family-$name.h5" ] || "$BIN" gen --out "$RESULTS/data/family-$name.h5" --nodes 20000 --features 64 \
+      --degree "$deg" --snr "$snr" --homophily "$hom" --classes "$cls" --seed "$gseed" >/dev/null
+    for s in $seeds; do
+      for m in "$@"; do run family "family-$name" "$part" "$q" "$m" "$s" "$(family_model "$model")"; done
+    done
+  done <<<"$FAMILY"
+}
+# The shared datasets with features, both partitions, Q = 4, the core
+# grid's model and epochs.
+FAMILY_REAL="amazon_photo tolokers $BREADTH_DATASETS"
+family_real() {
+  local s d p m
+  for s in 0 1 2 3 4; do
+    for d in $FAMILY_REAL; do
+      for p in random metis; do
+        for m in "$@"; do run family-real "$d" "$p" 4 "$m" "$s"; done
+      done
+    done
+  done
+}
+
 config() {
   cat >"$RESULTS/config.txt" <<EOF
 scripts/experiments.sh on $(uname -n): $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); config written at git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -243,8 +345,11 @@ case ${1:-all} in
   scaling) scaling ;;
   more) more actor flickr csbm1m ;;
   gat) gat ;;
+  family-tune) family 'tune*' "0 1 2 3 4" full recommended-quant ;;
+  family-check) family 'check*' "0 1 2 3 4" full recommended-quant ;;
+  family-real) family_real full recommended-quant ;;
   report) report ;;
   # The 1M-node graph last: its runs are the longest.
   all) tune; core; core2; core3; core4; tunegs; tunegw; core5; core6; core7; core8; breadth; more actor flickr; scaling; gat; more csbm1m; report ;;
-  *) echo "usage: scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|core7|core8|breadth|scaling|more|gat|report|all]" >&2; exit 2 ;;
+  *) echo "usage: scripts/experiments.sh [tune|core|core2|core3|core4|tunegs|tunegw|core5|core6|core7|core8|breadth|scaling|more|gat|family-tune|family-check|family-real|report|all]" >&2; exit 2 ;;
 esac

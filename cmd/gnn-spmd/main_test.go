@@ -318,7 +318,7 @@ func TestCompressFlags(t *testing.T) {
 		edit func(p *compress.Plan)
 	}{
 		{[]string{"--compress", "recommended"}, func(p *compress.Plan) {}},
-		{[]string{"--grad-skip", "0", "--compress", "recommended"}, func(p *compress.Plan) { p.GradSkip = 0 }},
+		{[]string{"--residual-skip", "0.02", "--compress", "recommended"}, func(p *compress.Plan) { p.ResidualSkip = 0.02 }},
 		{[]string{"--compress", "recommended", "--codec-bwd", "trunc", "--bits-bwd", "0"}, func(p *compress.Plan) { p.Bwd, p.BitsBwd = codec.KindTrunc, 0 }},
 		{[]string{"--compress", "recommended", "--schedule", "varco", "--ratio-min", "4"}, func(p *compress.Plan) { p.Schedule, p.RatioMin = compress.ScheduleVarco, 4 }},
 		{[]string{"--codec", "trunc", "--ratio", "8"}, func(p *compress.Plan) {
@@ -326,7 +326,7 @@ func TestCompressFlags(t *testing.T) {
 			p.Fwd, p.Bwd, p.Ratio = codec.KindTrunc, codec.KindTrunc, 8
 		}},
 		// The presets spelled out in expert flags, as docs/VARCO.md gives them.
-		{strings.Fields("--codec quant --ratio 16 --bits-bwd 1 --residual forward --residual-skip 0.02 --grad-skip 0.1 --group-width 64"), func(p *compress.Plan) {}},
+		{strings.Fields("--codec quant --ratio 16 --residual on --residual-skip 0.005 --residual-refresh 8 --group-width 64"), func(p *compress.Plan) {}},
 		{strings.Fields("--codec trunc --schedule varco --raw-last-layer --eval compressed"), func(p *compress.Plan) { *p = compress.MustPreset(compress.PresetAuthors) }},
 	} {
 		want := rec

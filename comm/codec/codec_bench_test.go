@@ -134,6 +134,6 @@ func benchDelta(b *testing.B, c Spec, x []float32, cols int, skip float32) {
 		}
 		b.StartTimer()
 		seed++
-		c.DeltaEncode(p, x, idx, cols, ref, skip, bitmap, seed, buf)
+		c.DeltaEncode(p, x, idx, cols, ref, Skip{Tau: skip}, bitmap, seed, buf)
 	}
 }

@@ -1,11 +1,41 @@
 package codec
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
+
+// Skip is residual coding's rule for leaving a row out of an exchange. A
+// row whose residual's largest magnitude is at most Tau times the largest
+// of the row itself may stay out, its residual carried into the next
+// exchange; a residual that is not finite always goes. With Every > 0 row
+// k goes whenever (k + Phase) % Every == 0 whatever its residual: a caller
+// that steps Phase every exchange sends every row at least once every
+// Every exchanges, so that no row's error outlives Every exchanges (a row
+// that stops changing converges to its exact value). Tau 0 sends every
+// row.
+type Skip struct {
+	Tau          float32
+	Every, Phase int
+}
+
+// Skipping reports whether the rule may leave rows out (the payloads then
+// lead with a bitmap of the rows sent).
+func (r Skip) Skipping() bool { return r.Tau > 0 }
+
+// Keeps reports whether row k goes, given its residual's and its own
+// largest magnitudes.
+func (r Skip) Keeps(k int, residualMax, rowMax float32) bool {
+	if r.Every > 0 && (k+r.Phase)%r.Every == 0 {
+		return true
+	}
+	d := float64(residualMax)
+	return math.IsNaN(d) || math.IsInf(d, 0) || residualMax > r.Tau*rowMax
+}
 
 // DeltaEncode is one pass of residual coding's sender for the quant(b)
 // codecs below 16 bits: for every row k it takes d = m row idx[k] minus
-// ref row k; with a bitmap (tau > 0) it sends the row only when d is not
-// finite or holds a magnitude above tau times the largest of m's row (bit
+// ref row k; with a bitmap it sends the row only where skip keeps it (bit
 // k set; the bitmap is cleared first); it writes the kept rows' payload
 // into dst, in order, their draw rows numbered 0, 1, ... as in Encode;
 // it adds their decoded values into ref; and it returns the kept rows and
@@ -15,7 +45,7 @@ import "fmt"
 // values. ok is false, and nothing is written, where no fused kernel runs
 // (another codec, no AVX2, or cols = 0): the caller composes those steps
 // itself.
-func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []float32, tau float32, bitmap []byte, seed uint64, buf []float32) (kept int, errSq, normSq float64, ok bool) {
+func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []float32, skip Skip, bitmap []byte, seed uint64, buf []float32) (kept int, errSq, normSq float64, ok bool) {
 	if !s.DeltaFused() || cols == 0 {
 		return 0, 0, 0, false
 	}
@@ -28,6 +58,8 @@ func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []
 		panic(fmt.Sprintf("codec: DeltaEncode: %d reference values, %d payload bytes, %d scratch for %d rows of %d", len(ref), len(dst), len(buf), n, cols))
 	case bitmap != nil && len(bitmap) < (n+7)/8:
 		panic(fmt.Sprintf("codec: DeltaEncode: a bitmap of %d bytes for %d rows", len(bitmap), n))
+	case skip.Every < 0 || skip.Phase < 0 || skip.Every > 0 && skip.Phase >= skip.Every:
+		panic(fmt.Sprintf("codec: DeltaEncode: skip phase %d of every %d", skip.Phase, skip.Every))
 	}
 	for _, r := range idx {
 		if r < 0 || (int(r)+1)*cols > len(m) {
@@ -35,7 +67,7 @@ func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []
 		}
 	}
 	clear(bitmap)
-	kept, errSq, normSq = deltaEncodeFast(dst, m, idx, cols, int(s.bits), ref, tau, bitmap, seed, buf)
+	kept, errSq, normSq = deltaEncodeFast(dst, m, idx, cols, int(s.bits), ref, skip, bitmap, seed, buf)
 	return kept, errSq, normSq, true
 }
 

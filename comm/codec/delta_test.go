@@ -9,8 +9,9 @@ import (
 
 // deltaReference is DeltaEncode composed of the Go reference's steps: the
 // differences, the skip test on their magnitudes' bits, Encode of the kept
-// rows gathered, Decode, the reference update and SqDiff.
-func deltaReference(s Spec, m []float32, idx []int32, cols int, ref []float32, tau float32, bitmap []byte, seed uint64) (dst []byte, kept int, errSq, normSq float64) {
+// rows gathered, Decode, the reference update and SqDiff. Row k is forced
+// where skip.Every > 0 and (k + skip.Phase) % skip.Every == 0.
+func deltaReference(s Spec, m []float32, idx []int32, cols int, ref []float32, skip Skip, bitmap []byte, seed uint64) (dst []byte, kept int, errSq, normSq float64) {
 	mag := func(x float32) uint32 { return math.Float32bits(x) &^ (1 << 31) }
 	clear(bitmap)
 	var gathered []float32
@@ -23,7 +24,8 @@ func deltaReference(s Spec, m []float32, idx []int32, cols int, ref []float32, t
 			md, mm = max(md, mag(d[j])), max(mm, mag(x[j]))
 		}
 		if bitmap != nil {
-			if !(md > mag(math.MaxFloat32) || math.Float32frombits(md) > tau*math.Float32frombits(mm)) {
+			forced := skip.Every > 0 && (k+skip.Phase)%skip.Every == 0
+			if !forced && !(md > mag(math.MaxFloat32) || math.Float32frombits(md) > skip.Tau*math.Float32frombits(mm)) {
 				continue
 			}
 			bitmap[k>>3] |= 1 << (k & 7)
@@ -93,16 +95,17 @@ func TestDeltaFused(t *testing.T) {
 					}
 				}
 			}
-			for _, tau := range []float32{0, 0.05} {
+			for _, skip := range []Skip{{}, {Tau: 0.05}, {Tau: 0.05, Every: 3, Phase: 1}, {Tau: 0.5, Every: 2}} {
+				tau := skip.Tau
 				var bmWant, bmGot []byte
-				if tau > 0 {
+				if skip.Skipping() {
 					bmWant, bmGot = make([]byte, (n+7)/8), make([]byte, (n+7)/8)
 				}
 				seed := r.Uint64()
 				refWant, refGot := append([]float32(nil), ref...), append([]float32(nil), ref...)
-				want, wantK, wantE, wantN := deltaReference(s, m, idx, cols, refWant, tau, bmWant, seed)
+				want, wantK, wantE, wantN := deltaReference(s, m, idx, cols, refWant, skip, bmWant, seed)
 				dst := make([]byte, s.WireSize(n, cols))
-				kept, e, nn, ok := s.DeltaEncode(dst, m, idx, cols, refGot, tau, bmGot, seed, make([]float32, DeltaScratch(cols)))
+				kept, e, nn, ok := s.DeltaEncode(dst, m, idx, cols, refGot, skip, bmGot, seed, make([]float32, DeltaScratch(cols)))
 				if cols == 0 {
 					if ok {
 						t.Fatalf("b=%d cols=0: DeltaEncode ran", b)
@@ -113,7 +116,7 @@ func TestDeltaFused(t *testing.T) {
 					t.Fatalf("b=%d: no fused kernel on an AVX2 machine", b)
 				}
 				if kept != wantK || !bytes.Equal(dst[:s.WireSize(kept, cols)], want) || !bytes.Equal(bmGot, bmWant) {
-					t.Fatalf("b=%d cols=%d tau=%g: kept %d of %d (want %d), payload or bitmap differ", b, cols, tau, kept, n, wantK)
+					t.Fatalf("b=%d cols=%d skip=%+v: kept %d of %d (want %d), payload or bitmap differ", b, cols, skip, kept, n, wantK)
 				}
 				if !sameBits(refGot, refWant) {
 					t.Fatalf("b=%d cols=%d tau=%g: the references differ", b, cols, tau)
@@ -166,7 +169,7 @@ func TestDeltaFused(t *testing.T) {
 			}
 		}
 	}
-	if _, _, _, ok := Quant(16).DeltaEncode(nil, nil, []int32{0}, 1, nil, 0, nil, 0, nil); ok {
+	if _, _, _, ok := Quant(16).DeltaEncode(nil, nil, []int32{0}, 1, nil, Skip{}, nil, 0, nil); ok {
 		t.Fatal("bf16 has no fused delta kernel, yet DeltaEncode ran")
 	}
 }

@@ -827,11 +827,12 @@ static inline void prefetch_rows(const float* x, const float* s, int cols) {
 
 // gnn_quant_delta_encode is DeltaEncode (delta.go) for quant(b), b < 16, in
 // one pass over each row: the difference d from the reference row, the
-// skip test, the code of d, its decoded value added into the reference,
+// skip test (Skip.Keeps: tau, and row k forced where (k + phase) % every
+// == 0), the code of d, its decoded value added into the reference,
 // and the error of the new reference. buf holds cols floats and cols
 // bytes (DeltaScratch).
 AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* idx, int64_t rows, int cols, int b,
-                                 uint32_t k0, uint32_t k1, float* ref, float tau, uint8_t* bitmap, float* buf,
+                                 uint32_t k0, uint32_t k1, float* ref, float tau, int every, int phase, uint8_t* bitmap, float* buf,
                                  int64_t* kept, double out[2]) {
     quant_enc q;
     quant_enc_init(&q, cols, b, k0, k1);
@@ -840,14 +841,17 @@ AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* id
     const int bpr = narrow_blocks(cols); // the blocks of payload rows n, n+1, ... (kept rows)
     __m128i d[8];
     uint8_t* qb = (uint8_t*)(buf + cols); // a kept row's codes, one byte each, from the encoder to the update
+    int cycle = phase;                    // (k + phase) % every
     for (int64_t k = 0; k < rows; k++) {
+        const int forced = every > 0 && cycle == 0;
+        if (every > 0 && ++cycle == every) cycle = 0;
         const float* x = m + (int64_t)idx[k] * cols;
         float* s = ref + k * cols;
         if (k + DELTA_AHEAD < rows) prefetch_rows(m + (int64_t)idx[k + DELTA_AHEAD] * cols, s + DELTA_AHEAD * cols, cols);
         uint32_t md, mm;
         float lo, hi;
         delta_sub(buf, x, s, cols, &md, &mm, &lo, &hi);
-        if (bitmap && !(md > 0x7f7fffffu || u2f(md) > tau * u2f(mm))) {
+        if (bitmap && !forced && !(md > 0x7f7fffffu || u2f(md) > tau * u2f(mm))) {
             sq_row(&a, x, s, cols);
             continue;
         }

@@ -16,7 +16,7 @@ func decodeFast([]float32, []byte, int, int, int) bool { return false }
 
 func sqDiffFast([]float32, []int32, int, []float32) (float64, float64, bool) { return 0, 0, false }
 
-func deltaEncodeFast([]byte, []float32, []int32, int, int, []float32, float32, []byte, uint64, []float32) (int, float64, float64) {
+func deltaEncodeFast([]byte, []float32, []int32, int, int, []float32, Skip, []byte, uint64, []float32) (int, float64, float64) {
 	panic("codec: no fused delta kernel")
 }
 

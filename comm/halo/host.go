@@ -98,7 +98,7 @@ func bytesOf(f []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
 }
 
-func (h *Host) Residual(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat, tau float32, bitmap []byte) int {
+func (h *Host) Residual(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat, skip codec.Skip, bitmap []byte) int {
 	f, n := m.Cols, len(idx)
 	if cap(h.dmax) < n {
 		h.dmax, h.mmax = make([]uint32, n), make([]uint32, n)
@@ -111,7 +111,7 @@ func (h *Host) Residual(idx []int32, m, state *kernels.Mat, lo int, d *kernels.M
 	if bitmap == nil {
 		return n
 	}
-	return keep(dmax, mmax, tau, bitmap)
+	return keep(dmax, mmax, skip, bitmap)
 }
 
 // residualSubGo is d row k = m row idx[k] - s row k, with the rows'
@@ -132,13 +132,13 @@ func residualSubGo(d, m, s []float32, idx []int32, f int, dmax, mmax []uint32) {
 // do, with infinities above every finite value and NaNs above them.
 func magnitude(x float32) uint32 { return math.Float32bits(x) &^ (1 << 31) }
 
-// keep sets bit k of bitmap when row k's residual is not finite or its
-// largest magnitude exceeds tau times the row's, and returns the bits set.
-func keep(dmax, mmax []uint32, tau float32, bitmap []byte) int {
+// keep sets bit k of bitmap where skip keeps row k, and returns the bits
+// set.
+func keep(dmax, mmax []uint32, skip codec.Skip, bitmap []byte) int {
 	clear(bitmap)
 	n := 0
 	for k, d := range dmax {
-		if d > magnitude(math.MaxFloat32) || math.Float32frombits(d) > tau*math.Float32frombits(mmax[k]) {
+		if skip.Keeps(k, math.Float32frombits(d), math.Float32frombits(mmax[k])) {
 			bitmap[k>>3] |= 1 << (k & 7)
 			n++
 		}
@@ -149,10 +149,10 @@ func keep(dmax, mmax []uint32, tau float32, bitmap []byte) int {
 // DeltaEncode runs residual coding's sender steps for the n rows idx of m
 // against state's rows [lo, lo+n) in one pass (codec.Spec.DeltaEncode),
 // the payload into dst; c must fuse them (DeltaFused).
-func (h *Host) DeltaEncode(c codec.Spec, idx []int32, m, state *kernels.Mat, lo, n int, tau float32, bitmap, dst []byte, seed uint64) (kept int, errSq, normSq float64) {
+func (h *Host) DeltaEncode(c codec.Spec, idx []int32, m, state *kernels.Mat, lo, n int, skip codec.Skip, bitmap, dst []byte, seed uint64) (kept int, errSq, normSq float64) {
 	f := m.Cols
 	h.delta = growF32(h.delta, codec.DeltaScratch(f))
-	kept, errSq, normSq, ok := c.DeltaEncode(dst, m.Data, idx, f, state.Data[lo*f:(lo+n)*f], tau, bitmap, seed, h.delta)
+	kept, errSq, normSq, ok := c.DeltaEncode(dst, m.Data, idx, f, state.Data[lo*f:(lo+n)*f], skip, bitmap, seed, h.delta)
 	if !ok {
 		panic("halo: DeltaEncode under a codec that does not fuse it")
 	}

@@ -27,6 +27,12 @@ type Residual struct {
 	// in the bytes) says which rows follow. Both ends keep R for the rows
 	// left out, whose residual carries into the next exchange.
 	Skip float32
+	// Refresh, when > 0, sends every row at least once every Refresh
+	// epochs whatever its residual (codec.Skip), a fixed share of each
+	// peer's rows each epoch, so that a left-out row's error does not
+	// outlive Refresh epochs: a row that stops changing converges to its
+	// exact value, as without skipping.
+	Refresh int
 	// SkipGrad, when > 0, leaves out of every backward exchange that codes
 	// no residuals (and is not raw) each gradient row whose squared norm is
 	// below SkipGrad times the mean over the rows going to the same peer
@@ -40,10 +46,10 @@ type ResidualMemory interface {
 	Memory[[]byte]
 	// Residual writes d's rows [lo, lo+len(idx)) = m's rows idx minus
 	// state's rows [lo, lo+len(idx)). With a bitmap it sets bit k when row
-	// lo+k of d is not finite or holds a magnitude above tau times the
-	// largest of m's row idx[k], clears it otherwise, and returns the number
-	// of bits set; without one it returns len(idx).
-	Residual(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat, tau float32, bitmap []byte) int
+	// lo+k of d where skip keeps the row (codec.Skip.Keeps, against the
+	// largest magnitude of m's row idx[k]), clears it otherwise, and returns
+	// the number of bits set; without one it returns len(idx).
+	Residual(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat, skip codec.Skip, bitmap []byte) int
 }
 
 // residual is the state of one exchange (layer, direction): sent holds the
@@ -121,6 +127,16 @@ func (x *Exchange[P]) bitmap(b [][]byte, p int) []byte {
 		return b[p]
 	}
 	return nil
+}
+
+// skipRule is the rule that leaves rows out of the payload to peer p this
+// epoch: the rows forced by Refresh move on by one each epoch.
+func (x *Exchange[P]) skipRule(p int) codec.Skip {
+	r := codec.Skip{Tau: x.res.Skip, Every: x.res.Refresh}
+	if r.Every > 0 {
+		r.Phase = (x.epoch + p) % r.Every
+	}
+	return r
 }
 
 func bitmapSize(n int) int { return (n + 7) / 8 }
@@ -256,7 +272,7 @@ func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c c
 		// and comp_error.
 		for p := range q {
 			lo, n := send.Start[p], send.Rows[p]
-			k, e, nn := h.DeltaEncode(c, idx(p), src, &st.sent, lo, n, x.res.Skip, x.bitmap(r.outB, p), r.wireP[p][lead(n):], seed(p))
+			k, e, nn := h.DeltaEncode(c, idx(p), src, &st.sent, lo, n, x.skipRule(p), x.bitmap(r.outB, p), r.wireP[p][lead(n):], seed(p))
 			r.sentK[p] = k
 			if measure {
 				x.meter.ErrSq[layer] += e
@@ -267,7 +283,7 @@ func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c c
 		r.d = mem.Scratch(&r.dBuf, st.sent.Rows, f)
 		for p := range q {
 			lo, n := send.Start[p], send.Rows[p]
-			r.sentK[p] = mem.Residual(idx(p), src, &st.sent, lo, &r.d, x.res.Skip, x.bitmap(r.outB, p))
+			r.sentK[p] = mem.Residual(idx(p), src, &st.sent, lo, &r.d, x.skipRule(p), x.bitmap(r.outB, p))
 			rows := r.rows(x.bitmap(r.outB, p), lo, n)
 			wire := r.wireP[p][lead(n) : lead(n)+c.WireSize(len(rows), f)]
 			if x.res.Skip > 0 {

@@ -118,6 +118,40 @@ func residualConverges(t *testing.T, c codec.Spec) {
 	}
 }
 
+// TestResidualRefresh: under a skip threshold so loose that rows stay out
+// after their first coarse copy, the rows that stop changing stay off by
+// up to the threshold; with Refresh every row goes every few epochs all
+// the same, and they reach the receivers exactly.
+func TestResidualRefresh(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	l := randomLayout(rng, 3)
+	const f, epochs, skip = 16, 80, 0.5
+	for _, refresh := range []int{0, 4} {
+		mats := runExchange(t, l, f, func(x *Exchange[[]byte], h *kernels.Mat) error {
+			x.SetCodecs(0, codec.Quant(2), codec.None())
+			if err := x.SetResidual(Residual{Forward: true, Skip: skip, Refresh: refresh}); err != nil {
+				return err
+			}
+			for e := range epochs {
+				x.SetEpoch(7, e)
+				if err := x.Forward(0, h); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for p := range 3 {
+			e := haloError(l, mats, p)
+			if refresh > 0 && e > 1e-6 {
+				t.Errorf("refresh %d: rank %d's halo rows are off by %v of their size after %d epochs", refresh, p, e, epochs)
+			}
+			if refresh == 0 && e < 1e-3 {
+				t.Errorf("no refresh: rank %d's halo rows are off by only %v: the threshold left none out", p, e)
+			}
+		}
+	}
+}
+
 // TestResidualBackward: constant gradients returned under 2-bit residual
 // coding add up, epoch after epoch, to the exact sums at the owners.
 func TestResidualBackward(t *testing.T) {
@@ -185,9 +219,15 @@ func TestKeep(t *testing.T) {
 	for _, on := range fastModes(t) {
 		fast = on
 		bitmap := []byte{0xff}
-		n := (&Host{}).Residual([]int32{0, 1, 2, 3, 4, 5}, &m, &state, 0, d, 0.1, bitmap)
+		n := (&Host{}).Residual([]int32{0, 1, 2, 3, 4, 5}, &m, &state, 0, d, codec.Skip{Tau: 0.1}, bitmap)
 		if want := byte(0b11010); bitmap[0] != want || n != 3 {
 			t.Errorf("AVX2 %v: bitmap %08b (%d rows), expected %08b (3 rows)", on, bitmap[0], n, want)
+		}
+		// Refreshed every 3 exchanges from row 0: rows 0 and 3 go whatever
+		// their residuals.
+		n = (&Host{}).Residual([]int32{0, 1, 2, 3, 4, 5}, &m, &state, 0, d, codec.Skip{Tau: 0.1, Every: 3}, bitmap)
+		if want := byte(0b11011); bitmap[0] != want || n != 4 {
+			t.Errorf("AVX2 %v, refresh: bitmap %08b (%d rows), expected %08b (4 rows)", on, bitmap[0], n, want)
 		}
 		if got := d.Row(1)[0]; got != 1-0.7 {
 			t.Errorf("AVX2 %v: residual %v, expected %v", on, got, float32(1-0.7))
@@ -239,7 +279,7 @@ func TestFastRows(t *testing.T) {
 			h := &Host{}
 			d[i] = kernels.NewMat(12, f)
 			bitmap := make([]byte, 2)
-			h.Residual(idx, m, s, 2, d[i], 0.5, bitmap)
+			h.Residual(idx, m, s, 2, d[i], codec.Skip{Tau: 0.5, Every: 3, Phase: 2}, bitmap)
 			out[i] = append(append([]uint32{}, h.dmax[:10]...), uint32(bitmap[0]), uint32(bitmap[1]))
 			dst := kernels.NewMat(20, f)
 			copy(dst.Data, m.Data)

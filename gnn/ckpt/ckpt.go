@@ -22,7 +22,7 @@ import (
 // Format and Version are the root attributes format and version.
 const (
 	Format  = "gnn-spmd-checkpoint"
-	Version = 2
+	Version = 3
 )
 
 // rngScheme describes the random state for h5dump readers: dropout masks and

@@ -100,6 +100,7 @@ func (c *Config) fields() []field {
 		{name: "raw_last_layer", flag: "--raw-last-layer", ptr: &p.RawLastLayer},
 		{name: "residual", flag: "--residual", ptr: &p.Residual},
 		{name: "residual_skip", flag: "--residual-skip", ptr: &p.ResidualSkip},
+		{name: "residual_refresh", flag: "--residual-refresh", ptr: &p.ResidualRefresh, lo: 0, hi: maxInt},
 		{name: "grad_skip", flag: "--grad-skip", ptr: &p.GradSkip},
 		{name: "group_width", flag: "--group-width", ptr: &p.GroupWidth, lo: 0, hi: maxInt},
 		{name: "cache_input", flag: "--cache-input", ptr: &p.CacheInput},

@@ -79,9 +79,12 @@ type Plan struct {
 	// Residual codes the rows' differences from the receiver's copy
 	// (halo.Residual), in the directions it names. ResidualSkip leaves out
 	// a row whose residual is at most that fraction of its largest value (0
-	// sends every row).
-	Residual     ResidualMode
-	ResidualSkip float64
+	// sends every row); ResidualRefresh > 0 sends every row at least once
+	// every ResidualRefresh epochs all the same, so that no row's error
+	// lasts (0: a row stays out while its residual is small).
+	Residual        ResidualMode
+	ResidualSkip    float64
+	ResidualRefresh int
 	// GradSkip leaves out of the lossy backward exchanges that code no
 	// residuals every gradient row whose squared norm is below GradSkip
 	// times the mean of its message's rows (0 sends every row).
@@ -147,6 +150,12 @@ func (p *Plan) Validate(epochs int) error {
 	case s > 0 && p.Residual == ResidualOff:
 		return fmt.Errorf("residual-skip: got %v, but residual coding is off (--residual)", s)
 	}
+	switch k := p.ResidualRefresh; {
+	case k < 0:
+		return fmt.Errorf("residual-refresh: got %d, expected 0 (never) or a number of epochs", k)
+	case k > 0 && p.ResidualSkip == 0:
+		return fmt.Errorf("residual-refresh: got %d, but no row is skipped (--residual-skip 0)", k)
+	}
 	switch s := p.GradSkip; {
 	case !(s >= 0 && s <= 1):
 		return fmt.Errorf("grad-skip: got %v, expected a number in [0, 1]", s)
@@ -187,6 +196,7 @@ func (p *Plan) HaloResidual() halo.Residual {
 	r := halo.Residual{SkipGrad: float32(p.GradSkip)}
 	if p.Residual != ResidualOff {
 		r.Forward, r.Backward, r.Skip = true, p.Residual == ResidualOn, float32(p.ResidualSkip)
+		r.Refresh = p.ResidualRefresh
 	}
 	return r
 }
@@ -272,7 +282,10 @@ func (p *Plan) Describe(epochs int) string {
 	case ResidualForward:
 		out += ", residual coding of the activations"
 	}
-	if p.ResidualSkip > 0 {
+	switch {
+	case p.ResidualSkip > 0 && p.ResidualRefresh > 0:
+		out += fmt.Sprintf(" (rows skipped below %g of their size, each sent at least every %d epochs)", p.ResidualSkip, p.ResidualRefresh)
+	case p.ResidualSkip > 0:
 		out += fmt.Sprintf(" (rows skipped below %g of their size)", p.ResidualSkip)
 	}
 	if p.GroupWidth > 0 {

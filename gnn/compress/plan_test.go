@@ -10,12 +10,12 @@ import (
 )
 
 // TestPresets: every preset is valid, says what it runs, and the
-// recommended one hands the exchange residual coding of the activations
-// with its row skip and the gradient row skip.
+// recommended one hands the exchange residual coding of both directions
+// with its row skip and refresh.
 func TestPresets(t *testing.T) {
 	for name, want := range map[string]string{
 		PresetNone:        "full communication",
-		PresetRecommended: "halo compression quant forward, quant backward, schedule fixed(r=16) (gradients at 1 bit), residual coding of the activations (rows skipped below 0.02 of their size), rows narrower than 64 values sharing headers, gradient rows below 0.1 of the mean squared norm left out",
+		PresetRecommended: "halo compression quant forward, quant backward, schedule fixed(r=16), residual coding (rows skipped below 0.005 of their size, each sent at least every 8 epochs), rows narrower than 64 values sharing headers",
 		PresetAuthors:     "halo compression trunc forward, trunc backward, schedule varco(rmax=128,rmin=1.5,slope=5,T=80), last layer raw, evaluation compressed",
 	} {
 		p, err := Preset(name)
@@ -30,7 +30,7 @@ func TestPresets(t *testing.T) {
 		}
 	}
 	rec := MustPreset(PresetRecommended)
-	if got, want := rec.HaloResidual(), (halo.Residual{Forward: true, Skip: 0.02, SkipGrad: 0.1}); got != want {
+	if got, want := rec.HaloResidual(), (halo.Residual{Forward: true, Backward: true, Skip: 0.005, Refresh: 8}); got != want {
 		t.Errorf("recommended: the exchange gets %+v, want %+v", got, want)
 	}
 	if !rec.Confirms() || !rec.CodesResiduals() || rec.ExactEval() || rec.HostOnly() == "" {
@@ -98,12 +98,20 @@ func TestCodecs(t *testing.T) {
 	}
 	p := MustPreset(PresetRecommended)
 	fwd, bwd, bits := make([]codec.Spec, 3), make([]codec.Spec, 3), make([]int, 3)
-	if err := p.Codecs([]float64{16, 16, 16}, []int{64, 32, 5}, fwd, bwd, bits); err != nil {
-		t.Fatal(err)
-	}
-	for l, g := range []int{1, 2, 13} {
-		if fwd[l].Group() != g || bwd[l].Group() != g || fwd[l].Bits() != 2 || bwd[l].Bits() != 1 || bits[l] != 2 {
-			t.Errorf("layer %d: %s forward, %s backward (%d bits reported), want 2 and 1 bits and %d rows per header", l, fwd[l].Name(), bwd[l].Name(), bits[l], g)
+	// BitsBwd 0 sends the gradients at the activations' bits.
+	for _, bitsBwd := range []int{0, 1} {
+		p.BitsBwd = bitsBwd
+		want := bitsBwd
+		if want == 0 {
+			want = 2
+		}
+		if err := p.Codecs([]float64{16, 16, 16}, []int{64, 32, 5}, fwd, bwd, bits); err != nil {
+			t.Fatal(err)
+		}
+		for l, g := range []int{1, 2, 13} {
+			if fwd[l].Group() != g || bwd[l].Group() != g || fwd[l].Bits() != 2 || bwd[l].Bits() != want || bits[l] != 2 {
+				t.Errorf("bits-bwd %d, layer %d: %s forward, %s backward (%d bits reported), want 2 and %d bits and %d rows per header", bitsBwd, l, fwd[l].Name(), bwd[l].Name(), bits[l], want, g)
+			}
 		}
 	}
 	p.RawLastLayer = true

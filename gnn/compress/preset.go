@@ -14,13 +14,13 @@ const (
 	// defaults that expert settings start from (the VARCO authors' ramp,
 	// DefaultKappa).
 	PresetNone = "none"
-	// PresetRecommended is the setting chosen on validation accuracy
-	// (docs/VARCO.md, "The recommended setting"): 2-bit quantized
-	// activations with residual coding on every layer and epoch, leaving out
-	// rows whose residual is at most 2% of their size; the returned
-	// gradients plainly quantized at 1 bit (a 1-bit residual does not
-	// converge), leaving out those below a tenth of their message's mean
-	// squared norm; rows narrower than 64 values sharing headers.
+	// PresetRecommended is residual coding with error feedback of the
+	// activations and of the returned gradients through 2-bit codes, on
+	// every layer and epoch (docs/VARCO.md, "The recommended setting"): a
+	// row's error shrinks with every exchange and vanishes as the row stops
+	// changing. A row whose residual is at most 0.5% of its size stays
+	// out, but each row goes at least every 8 epochs; rows narrower than 64
+	// values share headers.
 	PresetRecommended = "recommended"
 	// PresetAuthors is the VARCO authors' setting: truncation on their ramp
 	// from 128 down to 1.5 with slope 5, the last layer raw, accuracies
@@ -38,8 +38,8 @@ func Preset(name string) (Plan, error) {
 	switch name {
 	case PresetNone:
 	case PresetRecommended:
-		p.Fwd, p.Bwd, p.Ratio, p.BitsBwd = codec.KindQuant, codec.KindQuant, 16, 1
-		p.Residual, p.ResidualSkip, p.GradSkip, p.GroupWidth = ResidualForward, 0.02, 0.1, 64
+		p.Fwd, p.Bwd, p.Ratio = codec.KindQuant, codec.KindQuant, 16
+		p.Residual, p.ResidualSkip, p.ResidualRefresh, p.GroupWidth = ResidualOn, 0.005, 8, 64
 	case PresetAuthors:
 		p.Fwd, p.Bwd, p.Schedule, p.RawLastLayer, p.Eval = codec.KindTrunc, codec.KindTrunc, ScheduleVarco, true, EvalCompressed
 	default:

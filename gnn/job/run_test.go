@@ -142,7 +142,7 @@ func TestCommunicationLine(t *testing.T) {
 	}{
 		{spec(compress.PresetNone, false), "full communication"},
 		{spec(compress.PresetNone, true), "no communication (cut edges dropped)"},
-		{spec(compress.PresetRecommended, false), "halo compression quant forward, quant backward, schedule fixed(r=16) (gradients at 1 bit), residual coding of the activations (rows skipped below 0.02 of their size), rows narrower than 64 values sharing headers, gradient rows below 0.1 of the mean squared norm left out"},
+		{spec(compress.PresetRecommended, false), "halo compression quant forward, quant backward, schedule fixed(r=16), residual coding (rows skipped below 0.005 of their size, each sent at least every 8 epochs), rows narrower than 64 values sharing headers"},
 	} {
 		if got := communication(c.s); got != c.want {
 			t.Errorf("got %q\nwant %q", got, c.want)
@@ -159,11 +159,11 @@ func TestDeviceRuns(t *testing.T) {
 		edit func(p *compress.Plan)
 		want string // the error's start on cuda, "" for none
 	}{
-		{"recommended", func(p *compress.Plan) {}, "train: residual coding (--residual forward) runs on --device cpu only"},
-		{"grad-skip", func(p *compress.Plan) { p.Residual, p.ResidualSkip = compress.ResidualOff, 0 }, "train: gradient row skipping (--grad-skip 0.1)"},
-		{"group-width", func(p *compress.Plan) { p.Residual, p.ResidualSkip, p.GradSkip = compress.ResidualOff, 0, 0 }, "train: shared row headers (--group-width 64)"},
+		{"recommended", func(p *compress.Plan) {}, "train: residual coding (--residual on) runs on --device cpu only"},
+		{"grad-skip", func(p *compress.Plan) { p.Residual, p.ResidualSkip, p.ResidualRefresh, p.GradSkip = compress.ResidualOff, 0, 0, 0.1 }, "train: gradient row skipping (--grad-skip 0.1)"},
+		{"group-width", func(p *compress.Plan) { p.Residual, p.ResidualSkip, p.ResidualRefresh = compress.ResidualOff, 0, 0 }, "train: shared row headers (--group-width 64)"},
 		{"plain", func(p *compress.Plan) {
-			p.Residual, p.ResidualSkip, p.GradSkip, p.GroupWidth = compress.ResidualOff, 0, 0, 0
+			p.Residual, p.ResidualSkip, p.ResidualRefresh, p.GroupWidth = compress.ResidualOff, 0, 0, 0
 		}, ""},
 	} {
 		for _, device := range []string{"cpu", "cuda"} {
