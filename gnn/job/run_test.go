@@ -160,7 +160,9 @@ func TestDeviceRuns(t *testing.T) {
 		want string // the error's start on cuda, "" for none
 	}{
 		{"recommended", func(p *compress.Plan) {}, "train: residual coding (--residual on) runs on --device cpu only"},
-		{"grad-skip", func(p *compress.Plan) { p.Residual, p.ResidualSkip, p.ResidualRefresh, p.GradSkip = compress.ResidualOff, 0, 0, 0.1 }, "train: gradient row skipping (--grad-skip 0.1)"},
+		{"grad-skip", func(p *compress.Plan) {
+			p.Residual, p.ResidualSkip, p.ResidualRefresh, p.GradSkip = compress.ResidualOff, 0, 0, 0.1
+		}, "train: gradient row skipping (--grad-skip 0.1)"},
 		{"group-width", func(p *compress.Plan) { p.Residual, p.ResidualSkip, p.ResidualRefresh = compress.ResidualOff, 0, 0 }, "train: shared row headers (--group-width 64)"},
 		{"plain", func(p *compress.Plan) {
 			p.Residual, p.ResidualSkip, p.ResidualRefresh, p.GroupWidth = compress.ResidualOff, 0, 0, 0
