@@ -72,6 +72,10 @@ method_args() {
     # family): 2-bit residual-coded activations skipped below 2% of their
     # size, 1-bit plain gradients without the rows below a tenth of the
     # mean squared norm.
+    # Candidates of the family's tuning: the preset's fixed rate, or the
+    # adaptive rule from 2 bits up with bound kappa.
+    rq-fixed) echo "--compress recommended --schedule fixed --ratio 16" ;;
+    rq-ak*) echo "--compress recommended --schedule adaptive --ratio-max 16 --kappa ${1#rq-ak}" ;;
     recommended1-quant) echo "--compress recommended $RECOMMENDED1" ;;
     recommended1-quant-gs*) echo "--compress recommended $RECOMMENDED1 --group-width 0 --grad-skip ${1#recommended1-quant-gs}" ;;
     recommended1-quant-gw*) echo "--compress recommended $RECOMMENDED1 --group-width ${1#recommended1-quant-gw}" ;;
@@ -298,6 +302,9 @@ family() {
 }
 # The shared datasets with features, both partitions, Q = 4, the core
 # grid's model and epochs.
+# FAMILY_SEEDS samples the seeds of the generated members (the script
+# skips finished runs, so a later call with more seeds adds only those).
+FAMILY_SEEDS=${FAMILY_SEEDS:-0 1 2 3 4}
 FAMILY_REAL="amazon_photo tolokers $BREADTH_DATASETS"
 family_real() {
   local s d p m
@@ -345,8 +352,9 @@ case ${1:-all} in
   scaling) scaling ;;
   more) more actor flickr csbm1m ;;
   gat) gat ;;
-  family-tune) family 'tune*' "0 1 2 3 4" full recommended-quant ;;
-  family-check) family 'check*' "0 1 2 3 4" full recommended-quant ;;
+  family-tune) family 'tune*' "$FAMILY_SEEDS" full recommended-quant ;;
+  family-tune-candidates) family 'tune*' "$FAMILY_SEEDS" full rq-fixed rq-ak0.5 rq-ak1 rq-ak2 ;;
+  family-check) family 'check*' "$FAMILY_SEEDS" full recommended-quant ;;
   family-real) family_real full recommended-quant ;;
   report) report ;;
   # The 1M-node graph last: its runs are the longest.

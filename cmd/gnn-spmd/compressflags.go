@@ -16,8 +16,9 @@ import (
 // command line: the plan is the preset with exactly the fields given
 // changed, and nothing else follows from one of them.
 type compressFlags struct {
-	preset string
-	edits  map[string]func(*compress.Plan)
+	preset      string
+	presetGiven bool
+	edits       map[string]func(*compress.Plan)
 }
 
 // compressExpert are the expert flags, in the order --help-all lists them.
@@ -26,7 +27,11 @@ var compressExpert = []string{"codec", "codec-bwd", "schedule", "ratio", "ratio-
 
 func (c *compressFlags) register(fs *flag.FlagSet) {
 	c.edits = map[string]func(*compress.Plan){}
-	fs.StringVar(&c.preset, "compress", compress.PresetNone, "halo compression: none, recommended (about 4% of the bytes), or authors (the VARCO authors' setting)")
+	c.preset = compress.PresetNone
+	fs.Func("compress", "halo compression: none (default), recommended (also --codec quant alone), or authors (the VARCO authors' setting)", func(v string) error {
+		c.preset, c.presetGiven = v, true
+		return nil
+	})
 	edit := func(name, usage string, parse func(string) (func(*compress.Plan), error)) {
 		fs.Func(name, usage, func(v string) error {
 			e, err := parse(v)
@@ -90,8 +95,13 @@ var scheduleKnobs = map[string][]compress.ScheduleKind{
 
 // plan is the preset with the expert flags' fields replaced, checked: a
 // schedule's knob given for another schedule, and a lossy codec at rate 1
-// (which sends every row raw), are usage errors.
+// (which sends every row raw), are usage errors. --codec quant alone names
+// the recommended preset: choosing the codec and nothing else leaves the
+// rate to the method.
 func (c *compressFlags) plan() (compress.Plan, error) {
+	if c.quantAlone() {
+		return compress.MustPreset(compress.PresetRecommended), nil
+	}
 	p, err := compress.Preset(c.preset)
 	if err != nil {
 		return p, cli.Usagef("train: --%v", err)
@@ -119,6 +129,17 @@ func (c *compressFlags) plan() (compress.Plan, error) {
 		return p, cli.Usagef("train: --codec %s at rate 1 sends every row raw: choose a rate (--ratio) or a preset (--compress recommended)", p.Fwd)
 	}
 	return p, nil
+}
+
+// quantAlone is whether --codec quant is the only compression flag given.
+func (c *compressFlags) quantAlone() bool {
+	e, ok := c.edits["codec"]
+	if c.presetGiven || !ok || len(c.edits) != 1 {
+		return false
+	}
+	var p compress.Plan
+	e(&p)
+	return p.Fwd == codec.KindQuant
 }
 
 // scheduleSource says where the plan's schedule came from.

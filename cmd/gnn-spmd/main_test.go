@@ -300,8 +300,8 @@ func TestNoComm(t *testing.T) {
 // TestCompressFlags: a preset with the expert flags given each replacing
 // one field, whatever their order; --codec sets both directions unless
 // --codec-bwd is given; a schedule's knob given for another schedule is
-// refused; and through the command the recommended preset trains 2-bit on
-// every layer.
+// refused; --codec quant alone is the recommended preset; and through the
+// command the recommended preset trains 2-bit on every layer.
 func TestCompressFlags(t *testing.T) {
 	plan := func(args ...string) (compress.Plan, error) {
 		fs := flag.NewFlagSet("train", flag.ContinueOnError)
@@ -325,8 +325,10 @@ func TestCompressFlags(t *testing.T) {
 			*p = compress.MustPreset(compress.PresetNone)
 			p.Fwd, p.Bwd, p.Ratio = codec.KindTrunc, codec.KindTrunc, 8
 		}},
+		// --codec quant alone is the recommended preset.
+		{[]string{"--codec", "quant"}, func(p *compress.Plan) {}},
 		// The presets spelled out in expert flags, as docs/VARCO.md gives them.
-		{strings.Fields("--codec quant --ratio 16 --residual on --residual-skip 0.005 --residual-refresh 8 --group-width 64"), func(p *compress.Plan) {}},
+		{strings.Fields("--codec quant --schedule adaptive --ratio-max 16 --residual on --residual-skip 0.005 --residual-refresh 8 --group-width 64"), func(p *compress.Plan) {}},
 		{strings.Fields("--codec trunc --schedule varco --raw-last-layer --eval compressed"), func(p *compress.Plan) { *p = compress.MustPreset(compress.PresetAuthors) }},
 	} {
 		want := rec
@@ -343,7 +345,8 @@ func TestCompressFlags(t *testing.T) {
 		{[]string{"--compress", "authors", "--ratio", "8"}, "train: --ratio applies to --schedule fixed; the schedule is varco (--compress authors)"},
 		{[]string{"--codec", "quant", "--kappa", "1"}, "train: --kappa applies to --schedule adaptive; the schedule is fixed (--compress none)"},
 		{[]string{"--compress", "recommended", "--schedule", "adaptive", "--ratio-min", "2"}, "train: --ratio-min applies to --schedule varco; the schedule is adaptive (--schedule)"},
-		{[]string{"--codec", "quant"}, "train: --codec quant at rate 1 sends every row raw"},
+		{[]string{"--codec", "trunc"}, "train: --codec trunc at rate 1 sends every row raw"},
+		{[]string{"--compress", "none", "--codec", "quant"}, "train: --codec quant at rate 1 sends every row raw"},
 		{[]string{"--compress", "fast"}, `train: --compress: got "fast", expected none, recommended, authors`},
 	} {
 		if _, err := plan(tc.args...); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -356,7 +359,7 @@ func TestCompressFlags(t *testing.T) {
 		t.Fatalf("gen: %s", stderr)
 	}
 	code, stdout, stderr := runCLI("train", "--data", g, "--ranks", "2", "--epochs", "2", "--hidden", "8", "--compress", "recommended")
-	if code != 0 || !strings.Contains(stdout, "schedule fixed(r=16)") || !strings.Contains(stdout, "rate 16/16/16") {
+	if code != 0 || !strings.Contains(stdout, "schedule adaptive(quant,kappa=2,rmax=16)") || !strings.Contains(stdout, "rate 16/16/16") {
 		t.Errorf("--compress recommended: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

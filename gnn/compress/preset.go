@@ -15,10 +15,11 @@ const (
 	// DefaultKappa).
 	PresetNone = "none"
 	// PresetRecommended is residual coding with error feedback of the
-	// activations and of the returned gradients through 2-bit codes, on
-	// every layer and epoch (docs/VARCO.md, "The recommended setting"): a
-	// row's error shrinks with every exchange and vanishes as the row stops
-	// changing. A row whose residual is at most 0.5% of its size stays
+	// activations and of the returned gradients, on every layer and epoch,
+	// at 2 bits or more as the adaptive rule asks (docs/VARCO.md, "The
+	// recommended setting"): a row's error shrinks with every exchange and
+	// vanishes as the row stops changing, and a layer whose measured error
+	// breaks the descent bound gets more bits. A row whose residual is at most 0.5% of its size stays
 	// out, but each row goes at least every 8 epochs; rows narrower than 64
 	// values share headers.
 	PresetRecommended = "recommended"
@@ -38,7 +39,7 @@ func Preset(name string) (Plan, error) {
 	switch name {
 	case PresetNone:
 	case PresetRecommended:
-		p.Fwd, p.Bwd, p.Ratio = codec.KindQuant, codec.KindQuant, 16
+		p.Fwd, p.Bwd, p.Schedule, p.RatioMax = codec.KindQuant, codec.KindQuant, ScheduleAdaptive, 16
 		p.Residual, p.ResidualSkip, p.ResidualRefresh, p.GroupWidth = ResidualOn, 0.005, 8, 64
 	case PresetAuthors:
 		p.Fwd, p.Bwd, p.Schedule, p.RawLastLayer, p.Eval = codec.KindTrunc, codec.KindTrunc, ScheduleVarco, true, EvalCompressed
