@@ -102,7 +102,8 @@ func writeFigures(res *results.Results, dir string) ([]results.Figure, error) {
 	return figs, nil
 }
 
-// runCompare prints, for metrics files of finished runs, the accuracy each
+// runCompare prints, for metrics files of runs (an unfinished one, without
+// its summary line, is marked so in the seconds column), the accuracy each
 // reached, the halo bytes it sent, its median epoch and its time to
 // accuracy, the first series being the reference (the quickstart compares
 // VARCO against full communication this way).
@@ -136,10 +137,15 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	var ref, refEpoch float64
 	for i, s := range ss {
 		var acc, bytes, secs, epochs, reach []float64
+		unfinished := 0
 		for _, r := range s.Runs {
 			acc = append(acc, r.TestAtBestVal())
 			bytes = append(bytes, float64(r.TotalBytes()))
-			secs = append(secs, r.Seconds)
+			if r.Complete {
+				secs = append(secs, r.Seconds)
+			} else {
+				unfinished++ // no summary line: still running, or killed
+			}
 			epochs = append(epochs, r.MedianEpoch())
 			if t, ok := r.TimeTo(target); ok {
 				reach = append(reach, t)
@@ -174,7 +180,16 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		if refEpoch > 0 {
 			epochShare = fmt.Sprintf("%.2fx", epoch/refEpoch)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%.1f\t%.4f\t%s\t%s\t\n", s.Name, len(s.Runs), accText, results.DecimalBytes(b), share, t, epoch, epochShare, reachText)
+		secsText := fmt.Sprintf("%.1f", t)
+		switch {
+		case unfinished == len(s.Runs) && unfinished == 1:
+			secsText = "unfinished"
+		case unfinished == len(s.Runs):
+			secsText = "unfinished (all)"
+		case unfinished > 0:
+			secsText += fmt.Sprintf(" (%d of %d runs unfinished)", unfinished, len(s.Runs))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t\n", s.Name, len(s.Runs), accText, results.DecimalBytes(b), share, secsText, epoch, epochShare, reachText)
 	}
 	return tw.Flush()
 }

@@ -128,6 +128,7 @@ func runPartition(args []string, stdout, stderr io.Writer) (err error) {
 	if *method == partition.MethodPTScotch {
 		return cli.Usagef("partition: --method ptscotch runs under mpirun, one process per part: mpirun -np %d gnn-spmd partition ...", *q)
 	}
+	defer outfile.RemoveTempsOnSignal()()
 	release, err := claimPartition(*path, *out, *q)
 	if err != nil {
 		return err

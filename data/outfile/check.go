@@ -153,6 +153,9 @@ func Probe(o Path) error {
 			return errorf("%s %s: the file name has %d bytes, more than the %d a file system takes", o.Flag, v, n, nameMax)
 		}
 	}
+	if err := Replaceable(o.Flag, o.Name); err != nil {
+		return err
+	}
 	if st, err := os.Stat(o.Name); err == nil && st.IsDir() {
 		return errorf("%s %s: is a directory, expected a file name", o.Flag, o.Name)
 	}
@@ -191,6 +194,9 @@ func Probe(o Path) error {
 // writer will: it must not be a file, and it (if it exists) or the
 // directory it is in must take new files.
 func probeDir(o Path) error {
+	if st, err := os.Lstat(o.Name); err == nil && !st.IsDir() && st.Mode()&fs.ModeSymlink == 0 && !st.Mode().IsRegular() {
+		return errorf("%s %s: is %s, expected a directory", o.Flag, o.Name, Kind(st.Mode()))
+	}
 	if st, err := os.Stat(o.Name); err == nil {
 		if !st.IsDir() {
 			return errorf("%s %s: is a file, expected a directory", o.Flag, o.Name)
@@ -203,8 +209,11 @@ func probeDir(o Path) error {
 // Lock makes this process the one writer of path until release: a second
 // process asking for it gets an error naming the holder. The lock is an
 // flock on a hidden file beside path; the kernel drops it when the process
-// dies, however it dies. Once the lock is held, temporary files of path
-// left by dead writers are removed.
+// dies, however it dies. The file path names (through links) is locked
+// too, by identity (an open-file-description lock on it, which follows
+// the file each Write publishes), so that two runs cannot write one file
+// under two names (a hard or a symbolic link). Once the lock is held,
+// temporary files of path left by dead writers are removed.
 func Lock(flag, path string) (release func(), err error) {
 	lockName := filepath.Join(filepath.Dir(path), stem(path)+".lock")
 	for {
@@ -230,10 +239,15 @@ func Lock(flag, path string) (release func(), err error) {
 			f.Close()
 			continue
 		}
+		if err := lockIdentity(flag, path); err != nil {
+			f.Close()
+			return nil, err
+		}
 		f.Truncate(0)
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 		RemoveStale(path)
 		return func() {
+			unlockIdentity(path)
 			os.Remove(lockName)
 			f.Close()
 		}, nil

@@ -14,9 +14,11 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -63,6 +65,8 @@ func TempName(path string, pid int) string {
 // older version as they were; the temporary file is removed.
 func Write(path string, keep int, write func(tmp string) error) error {
 	tmp := TempName(path, os.Getpid())
+	track(tmp)
+	defer untrack(tmp)
 	err := write(tmp)
 	if err == nil {
 		err = syncPath(tmp)
@@ -71,11 +75,39 @@ func Write(path string, keep int, write func(tmp string) error) error {
 		err = rotate(path, keep)
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = publish(tmp, path)
 	}
 	if err != nil {
 		os.Remove(tmp)
+		var e *Error
+		if errors.As(err, &e) {
+			return err
+		}
 		return fmt.Errorf("write %s: %w", path, explain(path, err))
+	}
+	syncPath(filepath.Dir(path))
+	return nil
+}
+
+// publish renames tmp over path, after checking once more that path is
+// nothing an output may not replace (Replaceable: a device, a FIFO that
+// appeared since the probe), and moves path's identity lock to the new
+// file.
+func publish(tmp, path string) error {
+	if err := Replaceable("output", path); err != nil {
+		return err
+	}
+	relock(path, tmp)
+	return os.Rename(tmp, path)
+}
+
+// Publish renames the complete (or, for a file that grows, the first
+// complete part of the) temporary file tmp over path, as Write does, and
+// fsyncs the directory: a log that goes on growing in place after it
+// (a metrics file) publishes this way.
+func Publish(tmp, path string) error {
+	if err := publish(tmp, path); err != nil {
+		return err
 	}
 	syncPath(filepath.Dir(path))
 	return nil
@@ -183,6 +215,66 @@ func removeDead(dir string, match func(name string) bool) []string {
 func alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// The temporary files this process is writing, removed by RemoveTemps
+// when a signal ends it.
+var (
+	tempMu sync.Mutex
+	temps  = map[string]bool{}
+)
+
+func track(tmp string) {
+	tempMu.Lock()
+	temps[tmp] = true
+	tempMu.Unlock()
+}
+
+func untrack(tmp string) {
+	tempMu.Lock()
+	delete(temps, tmp)
+	tempMu.Unlock()
+}
+
+// Track registers a temporary file that a writer outside this package
+// creates (TempName), so that RemoveTemps removes it; Untrack once it has
+// been renamed or removed.
+func Track(tmp string) { track(tmp) }
+
+// Untrack: see Track.
+func Untrack(tmp string) { untrack(tmp) }
+
+// RemoveTemps removes every temporary file this process is writing: what a
+// signal handler calls before the process ends.
+func RemoveTemps() {
+	tempMu.Lock()
+	defer tempMu.Unlock()
+	for t := range temps {
+		os.Remove(t)
+	}
+}
+
+// RemoveTempsOnSignal makes SIGINT, SIGTERM and SIGHUP remove the
+// temporary files of the writes in progress and end the process with 128 +
+// the signal, until the returned function restores the default handling:
+// for a command that has no use for the signal but to stop (gen, convert,
+// partition, export, predict, the analysis tools).
+func RemoveTempsOnSignal() (stop func()) {
+	ch := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		select {
+		case s := <-ch:
+			RemoveTemps()
+			os.Exit(128 + int(s.(syscall.Signal)))
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
 }
 
 // WriteStream is WriteAtomic for content written as a stream (text,

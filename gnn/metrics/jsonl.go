@@ -13,16 +13,22 @@ import (
 	"slices"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 )
 
 // Writer writes a metrics file: one JSON line per epoch, then the summary.
-// The file is created at the first line, so that a run that fails during
-// setup leaves none behind; every line is flushed, so that a user tailing
-// the file sees each epoch.
+// The first line goes to a temporary file beside the path, which is then
+// renamed over it (outfile.Publish): until the run has an epoch to show,
+// the previous file at the path (a complete earlier run) stays as it was,
+// a run that fails during setup leaves it untouched, and a symbolic link
+// at the path is replaced, never written through. Every later line is
+// appended to the published file at once, so that a user tailing it sees
+// each epoch; a line that cannot be written whole (a full disk) is cut off
+// again, so the file never ends in a torn line.
 type Writer struct {
 	path string
 	f    *os.File
-	w    *bufio.Writer
+	size int64 // bytes of the complete lines written
 }
 
 // NewWriter writes to path ("" writes nothing).
@@ -38,21 +44,49 @@ func (w *Writer) line(v any) error {
 	if w.path == "" {
 		return nil
 	}
-	if w.w == nil {
-		f, err := os.Create(w.path)
-		if err != nil {
-			return err
-		}
-		w.f, w.w = f, bufio.NewWriter(f)
-	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	w.w.Write(append(b, '\n'))
-	if err := w.w.Flush(); err != nil {
+	b = append(b, '\n')
+	if w.f == nil {
+		return w.publish(b)
+	}
+	if _, err := w.f.WriteAt(b, w.size); err != nil {
+		w.f.Truncate(w.size)
 		return fmt.Errorf("writing metrics to %s: %w", w.path, err)
 	}
+	w.size += int64(len(b))
+	return nil
+}
+
+// publish writes the first line to a temporary file and renames it over
+// the path.
+func (w *Writer) publish(b []byte) error {
+	tmp := outfile.TempName(w.path, os.Getpid())
+	outfile.Track(tmp)
+	defer outfile.Untrack(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+	if err == nil {
+		if _, err = f.Write(b); err == nil {
+			err = f.Sync()
+		}
+		if err == nil {
+			err = outfile.Publish(tmp, w.path)
+		}
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}
+	if err != nil {
+		var oe *outfile.Error
+		if errors.As(err, &oe) {
+			return err
+		}
+		return fmt.Errorf("writing metrics to %s: %w", w.path, err)
+	}
+	w.f, w.size = f, int64(len(b))
 	return nil
 }
 

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gnn-spmd/gnn-spmd/gnn/job"
+)
+
+// specialFiles makes, in a directory of their own, a FIFO, a character
+// device like /dev/null (as root), a socket and a directory, and returns
+// them by kind.
+func specialFiles(t *testing.T) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	out := map[string]string{"FIFO": filepath.Join(dir, "fifo"), "directory": filepath.Join(dir, "dir")}
+	if err := syscall.Mkfifo(out["FIFO"], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(out["directory"], 0o755)
+	dev := filepath.Join(dir, "null")
+	if syscall.Mknod(dev, syscall.S_IFCHR|0o666, 1<<8|3) == nil {
+		out["character device"] = dev
+	}
+	sock := filepath.Join(dir, "sock")
+	if l, err := net.Listen("unix", sock); err == nil {
+		t.Cleanup(func() { l.Close() })
+		out["socket"] = sock
+	}
+	return out
+}
+
+// modes are the kinds of the files in special, to check that none was
+// replaced.
+func modes(special map[string]string) map[string]os.FileMode {
+	m := map[string]os.FileMode{}
+	for _, p := range special {
+		if st, err := os.Lstat(p); err == nil {
+			m[p] = st.Mode().Type()
+		}
+	}
+	return m
+}
+
+// TestOutputNotRegularRefused: every writer refuses, with one line and
+// exit 2 before any work, an output that is a FIFO, a device, a socket or
+// a directory, and leaves it as it was.
+func TestOutputNotRegularRefused(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	ck := filepath.Join(dir, "ck.h5")
+	if code, _, stderr := runCLI("train", "--data", g, "--epochs", "1", "--hidden", "4", "--quiet", "--checkpoint", ck); code != 0 {
+		t.Fatal(stderr)
+	}
+	ogb := writeOGB(t, nil, false)
+	special := specialFiles(t)
+	before := modes(special)
+	train := []string{"train", "--data", g, "--epochs", "1", "--hidden", "4", "--quiet"}
+	for kind, x := range special {
+		want := "is a " + kind
+		if kind == "directory" {
+			want = "is a directory"
+		}
+		for _, args := range [][]string{
+			{"gen", "--out", x, "--nodes", "100", "--features", "4"},
+			{"convert", "--data", ogb, "--out", x},
+			{"export", "--checkpoint", ck, "--out", x},
+			append(train, "--checkpoint", x),
+			append(train, "--metrics", x),
+			append(train, "--cpuprofile", x),
+			append(train, "--predict", x),
+			{"predict", "--checkpoint", ck, "--data", g, "--out", x},
+		} {
+			wantRefused(t, []string{dir, ogb}, want, args...)
+		}
+		if kind != "directory" {
+			wantRefused(t, []string{dir}, "is a "+kind+", expected a directory", "partition", "--data", g, "--parts", "2", "--out", x)
+		}
+	}
+	if after := modes(special); len(after) != len(before) {
+		t.Errorf("special files gone: %v, was %v", after, before)
+	} else {
+		for p, m := range before {
+			if after[p] != m {
+				t.Errorf("%s is now %v, was %v", p, after[p], m)
+			}
+		}
+	}
+}
+
+// TestOutputLinkReplaced: an output that is a symbolic link is replaced by
+// the file, never written through: the file it pointed at is untouched.
+func TestOutputLinkReplaced(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	var links, victims []string
+	for _, n := range []string{"m.jsonl", "prof", "ck.h5"} {
+		l, victim := filepath.Join(dir, n), filepath.Join(dir, "victim-"+n)
+		os.WriteFile(victim, []byte("precious\n"), 0o644)
+		os.Symlink(victim, l)
+		links, victims = append(links, l), append(victims, victim)
+	}
+	code, _, stderr := runCLI("train", "--data", g, "--epochs", "2", "--hidden", "4", "--quiet",
+		"--metrics", links[0], "--cpuprofile", links[1], "--checkpoint", links[2])
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, v := range victims {
+		if b, _ := os.ReadFile(v); string(b) != "precious\n" {
+			t.Errorf("the link's target %s was written: %q", v, b)
+		}
+	}
+	for _, l := range links {
+		if st, err := os.Lstat(l); err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+			t.Errorf("%s: not replaced by a regular file: %v", l, err)
+		}
+	}
+}
+
+// TestMetricsLockedByIdentity: while a run writes its metrics file and
+// checkpoint, a second run naming either through a hard link or a
+// symbolic link is refused with one line.
+func TestMetricsLockedByIdentity(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	ck, m := filepath.Join(dir, "ck.h5"), filepath.Join(dir, "m.jsonl")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	watch, seen := lineSeen("epoch 2")
+	first := start(t, cliCmd(ctx, t, "train", "--data", g, "--epochs", "100000", "--hidden", "8", "--progress", "lines",
+		"--checkpoint", ck, "--checkpoint-every", "1", "--metrics", m), watch)
+	select {
+	case <-seen:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first run printed no epoch")
+	}
+	// Links to what the names hold now (the published files).
+	os.Link(m, filepath.Join(dir, "hard.jsonl"))
+	os.Symlink(m, filepath.Join(dir, "soft.jsonl"))
+	os.Link(ck, filepath.Join(dir, "hard.h5"))
+	os.Symlink(ck, filepath.Join(dir, "soft.h5"))
+	for _, args := range [][]string{
+		{"--metrics", filepath.Join(dir, "hard.jsonl")},
+		{"--metrics", filepath.Join(dir, "soft.jsonl")},
+		{"--checkpoint", filepath.Join(dir, "soft.h5")},
+	} {
+		code, _, stderr := runCLI(append([]string{"train", "--data", g, "--epochs", "1", "--hidden", "4"}, args...)...)
+		if code != job.ExitBadInput || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "another run is writing the same file") {
+			t.Errorf("%v: exit %d, %q; want exit 2 and one line saying another run writes it", args, code, stderr)
+		}
+	}
+	first.cmd.Process.Signal(syscall.SIGINT)
+	if err, _, stderr := first.wait(); exitCodeOf(err) != job.ExitSIGINT {
+		t.Errorf("the first run: %v, %q", err, stderr)
+	}
+	checkMetricsLines(t, m)
+}
+
+// checkMetricsLines requires every line of a metrics file to be whole
+// JSON.
+func checkMetricsLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		t.Errorf("%s ends in a torn line: %q", path, b[max(0, len(b)-40):])
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	for i, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("%s:%d: not JSON: %.60q", path, i+1, l)
+		}
+	}
+	return len(lines)
+}
+
+// TestMetricsPublished: on a full file system a rerun leaves the previous
+// complete metrics file as it was, and a run that fills the disk midway
+// leaves only whole lines.
+func TestMetricsPublished(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	fs := filepath.Join(dir, "fs")
+	os.Mkdir(fs, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", fs).CombinedOutput(); err != nil {
+		t.Skipf("a small tmpfs is needed to fill a file system (mount as root): %v %s", err, out)
+	}
+	defer exec.Command("umount", "-l", fs).Run()
+	m := filepath.Join(fs, "m.jsonl")
+	train := []string{"train", "--data", g, "--hidden", "4", "--quiet", "--metrics", m}
+	if code, _, stderr := runCLI(append(train, "--epochs", "2")...); code != 0 {
+		t.Fatal(stderr)
+	}
+	prev, _ := os.ReadFile(m)
+	spare := filepath.Join(fs, "spare")
+	os.WriteFile(spare, make([]byte, 4096), 0o644)
+	fill, _ := os.Create(filepath.Join(fs, "fill"))
+	buf := make([]byte, 4096)
+	for {
+		if _, err := fill.Write(buf); err != nil {
+			break
+		}
+	}
+	fill.Close()
+	code, _, stderr := runCLI(append(train, "--epochs", "50")...)
+	if code != job.ExitFailure || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "no space left on device") {
+		t.Errorf("on a full disk: exit %d, %q; want exit 1 and one line saying no space is left", code, stderr)
+	}
+	if now, _ := os.ReadFile(m); string(now) != string(prev) {
+		t.Errorf("the previous metrics file changed on a failed rerun:\n%s", now)
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(fs, ".*.tmp")); len(tmp) > 0 {
+		t.Errorf("temporary files left: %v", tmp)
+	}
+	// One page free: the first lines fit, a later one does not.
+	os.Remove(m)
+	os.Remove(spare)
+	code, _, stderr = runCLI(append(train, "--epochs", "50")...)
+	if code != job.ExitFailure || !strings.Contains(stderr, "no space left on device") {
+		t.Errorf("filling the disk: exit %d, %q; want exit 1 and no space left", code, stderr)
+	}
+	if n := checkMetricsLines(t, m); n < 2 {
+		t.Errorf("%d lines written before the disk filled, want some", n)
+	}
+}
