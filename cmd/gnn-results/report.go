@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
+	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn/results"
 )
@@ -58,12 +60,33 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// maxConfig caps config.txt: a few hundred command lines.
+const maxConfig = 16 << 20
+
+// unwrapPath is a file error without its path (the message names it).
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // readConfig returns RESULTS/config.txt ("" when there is none), which the
 // experiment script writes with its exact commands.
 func readConfig(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "config.txt"))
+	path := filepath.Join(dir, "config.txt")
+	f, err := outfile.OpenRegular(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
+	}
+	if err != nil {
+		return "", &data.InputError{File: path, Msg: unwrapPath(err).Error()}
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfig+1))
+	if err == nil && len(b) > maxConfig {
+		return "", &data.InputError{File: path, Msg: fmt.Sprintf("longer than %d bytes: expected the experiment script's commands", maxConfig)}
 	}
 	return string(b), err
 }
@@ -119,7 +142,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return cli.Usagef("compare: expected at least one SERIES (NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl)")
 	}
-	ss, err := readSeries(fs.Args())
+	ss, err := readSeries("compare", fs.Args())
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
@@ -44,10 +45,27 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	if err := outfile.Probe(outfile.Path{Flag: "--out", Name: *out}); err != nil {
 		return err
 	}
-	start := time.Now()
-	ds, err := gen.Generate(gen.Options{Nodes: *nodes, Classes: *classes, AvgDegree: *degree,
+	opt := gen.Options{Nodes: *nodes, Classes: *classes, AvgDegree: *degree,
 		Homophily: *homophily, Features: *features, SNR: *snr, TrainFrac: *train, ValidFrac: *valid,
-		Communities: *communities, Locality: *locality, Seed: *seed})
+		Communities: *communities, Locality: *locality, Seed: *seed}
+	// Memory and disk first: a graph beyond the machine is refused before
+	// it is drawn, not killed while drawing it.
+	mem, file, err := opt.Footprint()
+	if err != nil {
+		return cli.Usagef("gen: %v", err)
+	}
+	if avail, from := job.AvailableMemory(); avail > 0 && mem > avail {
+		return cli.Usagef("gen: %d nodes, degree %g, %d features need an estimated %s of memory but %s is available (%s): generate a smaller graph",
+			*nodes, *degree, *features, humanBytes(int64(mem)), humanBytes(int64(avail)), from)
+	}
+	var st syscall.Statfs_t
+	if dir := filepath.Dir(*out); syscall.Statfs(dir, &st) == nil {
+		if free := float64(st.Bavail) * float64(st.Bsize); file > free {
+			return cli.Usagef("gen: --out %s: the dataset needs an estimated %s but %s has %s free", *out, humanBytes(int64(file)), dir, humanBytes(int64(free)))
+		}
+	}
+	start := time.Now()
+	ds, err := gen.Generate(opt)
 	if err != nil {
 		return cli.Usagef("gen: %v", err)
 	}
@@ -142,7 +160,7 @@ func runPartition(args []string, stdout, stderr io.Writer) (err error) {
 	if *normalize {
 		ds.NormalizeFeatureRows()
 	}
-	split, err := job.PickSplit(ds, *path, *splitName)
+	split, err := job.PickSplit(ds, "partition", *path, *splitName)
 	if err != nil {
 		return err
 	}

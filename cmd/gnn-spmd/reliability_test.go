@@ -233,3 +233,150 @@ func TestMetricsPublished(t *testing.T) {
 		t.Errorf("%d lines written before the disk filled, want some", n)
 	}
 }
+
+// TestLongLineRefused: a text file holding one endless line (a small gzip
+// file of gigabytes of digits, as raw/num-node-list.csv.gz) is refused at
+// the first block past what its fields can take, naming the file and the
+// line, instead of growing a buffer without bound.
+func TestLongLineRefused(t *testing.T) {
+	digits := strings.Repeat("7", 4<<20)
+	for _, c := range []struct{ file, want string }{
+		{"raw/num-node-list.csv.gz", "raw/num-node-list.csv.gz:1: line longer than 512 bytes"},
+		{"raw/edge.csv", "raw/edge.csv:3: line longer than 768 bytes"},
+	} {
+		content := digits
+		if c.file == "raw/edge.csv" {
+			content = "0,1\n1,0\n" + digits
+		}
+		over := map[string]string{c.file: content}
+		if strings.HasSuffix(c.file, ".gz") {
+			over[strings.TrimSuffix(c.file, ".gz")] = "<absent>"
+		}
+		ogb := writeOGB(t, over, false)
+		out := filepath.Join(t.TempDir(), "g.h5")
+		wantRefused(t, []string{ogb}, c.want, "convert", "--data", ogb, "--out", out)
+	}
+}
+
+// TestHeaderBlamedOnItsLine: a header or a blank line in an edge, label or
+// feature file is named on its own line, not as "more than N lines" at the
+// end of the file.
+func TestHeaderBlamedOnItsLine(t *testing.T) {
+	for _, c := range []struct{ file, content, want string }{
+		{"raw/edge.csv", "src,dst\n0,1\n1,0\n2,3\n3,2\n", "raw/edge.csv:1: src: is \"src\""},
+		{"raw/edge.csv", "0,1\n\n1,0\n2,3\n3,2\n", "raw/edge.csv:2: empty line"},
+		{"raw/node-label.csv", "label\n0\n1\n0\n1\n", "raw/node-label.csv:1: label: is \"label\""},
+		{"raw/node-feat.csv", "0.5,1\n1,0.25\n\n-1,2\n3,4\n", "raw/node-feat.csv:3: empty line"},
+	} {
+		ogb := writeOGB(t, map[string]string{c.file: c.content}, false)
+		out := filepath.Join(t.TempDir(), "g.h5")
+		wantRefused(t, []string{ogb}, c.want, "convert", "--data", ogb, "--out", out)
+		wantRefused(t, []string{ogb}, c.want, "train", "--data", ogb, "--epochs", "1")
+	}
+}
+
+// TestCannotOpenSaysWhy: a dataset this process may not read is refused as
+// unreadable (permission denied), not as "not an HDF5 file"; a missing one
+// or one whose name is too long says so. Root reads every file, so the
+// unreadable case runs the CLI as nobody.
+func TestCannotOpenSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	long := filepath.Join(dir, strings.Repeat("x", 300)+".h5")
+	for _, c := range []struct {
+		want string
+		args []string
+	}{
+		{"cannot open (file name too long)", []string{"inspect", long}},
+		{"cannot open (no such file or directory)", []string{"inspect", filepath.Join(dir, "none.h5")}},
+		{"cannot open (file name too long)", []string{"train", "--data", long, "--epochs", "1"}},
+	} {
+		wantRefused(t, []string{dir}, c.want, c.args...)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("running as another user needs root")
+	}
+	// A directory nobody may enter, holding a copy of this binary and a
+	// dataset only root may read.
+	pub := t.TempDir()
+	for d := pub; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	self, _ := os.Executable()
+	bin := filepath.Join(pub, "gnn-spmd")
+	copyFile(t, self, bin)
+	os.Chmod(bin, 0o755)
+	secret := filepath.Join(pub, "secret.h5")
+	copyFile(t, g, secret)
+	os.Chmod(secret, 0o600)
+	for _, args := range [][]string{{"inspect", secret}, {"train", "--data", secret, "--epochs", "1"}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "GNN_SPMD_AS_CLI=1")
+		cmd.Dir = pub
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if exitCodeOf(err) != job.ExitBadInput || strings.Count(string(out), "\n") != 1 || !strings.Contains(string(out), "secret.h5: cannot open: permission denied") {
+			t.Errorf("%v as nobody: exit %d, %q; want exit 2 and one line saying permission denied", args, exitCodeOf(err), out)
+		}
+	}
+}
+
+// TestBoundsFast: --keep and --parts far beyond any use are refused (or
+// checked) in time linear in them: at once, not after minutes of pairwise
+// checks.
+func TestBoundsFast(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	for _, c := range []struct {
+		want string
+		args []string
+	}{
+		{"--keep: got 1000000, expected 1 to 1000", []string{"train", "--data", g, "--epochs", "1", "--checkpoint", filepath.Join(dir, "ck.h5"), "--keep", "1000000"}},
+		{"partition: 5000000 parts for 2000 nodes", []string{"partition", "--data", g, "--parts", "5000000", "--out", filepath.Join(dir, "p")}},
+	} {
+		begin := time.Now()
+		wantRefused(t, []string{dir}, c.want, c.args...)
+		if took := time.Since(begin); took > 3*time.Second {
+			t.Errorf("%v: refused after %v, want at once", c.args, took)
+		}
+	}
+	// The most versions allowed: checked and written at once.
+	begin := time.Now()
+	if code, _, stderr := runCLI("train", "--data", g, "--epochs", "2", "--hidden", "4", "--quiet", "--checkpoint", filepath.Join(dir, "ck.h5"),
+		"--checkpoint-every", "1", "--keep", "1000"); code != 0 {
+		t.Fatal(stderr)
+	}
+	if took := time.Since(begin); took > 10*time.Second {
+		t.Errorf("--keep 1000 took %v", took)
+	}
+}
+
+// TestErrorsNameTheirCommand: an error names the command that failed and
+// gives advice that fits the path.
+func TestErrorsNameTheirCommand(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	wantRefused(t, []string{dir}, `partition: --split "nosuch": `+g+" has no such split", "partition", "--data", g, "--parts", "2", "--split", "nosuch", "--out", filepath.Join(dir, "p"))
+	ogb := writeOGB(t, nil, false)
+	code, stdout, stderr := runCLI("inspect", ogb)
+	if code != 0 || strings.Contains(stderr, "partition --out") || !strings.Contains(stdout, "4 nodes") {
+		t.Errorf("inspect of a dataset directory: exit %d, %q %q; want its summary", code, stdout, stderr)
+	}
+}
+
+// TestGenEstimatesFirst: a graph beyond the machine's memory is refused
+// with one line before it is drawn (it was killed by the kernel, or died
+// in the runtime, while drawing).
+func TestGenEstimatesFirst(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--nodes", "20000", "--features", "100000000"},
+		{"--nodes", "2147483647"},
+	} {
+		begin := time.Now()
+		wantRefused(t, []string{dir}, "of memory but", append([]string{"gen", "--out", filepath.Join(dir, "g.h5")}, args...)...)
+		if took := time.Since(begin); took > 3*time.Second {
+			t.Errorf("%v: refused after %v", args, took)
+		}
+	}
+}

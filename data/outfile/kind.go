@@ -132,3 +132,25 @@ func unlockIdentity(path string) {
 	}
 	delete(idLocks, path)
 }
+
+// OpenRegular opens an input file for reading, following links, and
+// refuses anything but a regular file without blocking on it (a FIFO
+// would block the open or the read, /dev/zero never ends): the error says
+// what the file is ("is a FIFO, expected a regular file"), or is the
+// open's own, which says why (no such file, permission denied, file name
+// too long).
+func OpenRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = errors.New("is " + Kind(st.Mode()) + ", expected a regular file")
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}

@@ -124,7 +124,16 @@ func rotate(path string, keep int) error {
 		return nil
 	}
 	old := func(i int) string { return path + "." + strconv.Itoa(i) }
-	for i := keep - 2; i >= 1; i-- {
+	// Only the versions there move: they run path.1, path.2, ... up to
+	// the first missing one.
+	top := 0
+	for top < keep-2 {
+		if _, err := os.Lstat(old(top + 1)); err != nil {
+			break
+		}
+		top++
+	}
+	for i := top; i >= 1; i-- {
 		if err := os.Rename(old(i), old(i+1)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("rotate %s: %w", old(i), err)
 		}

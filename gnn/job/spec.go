@@ -120,8 +120,8 @@ func (s *Spec) Validate() error {
 		return specErrorf("%s: --eval-every: got %d, expected >= 1", s.command(), s.EvalEvery)
 	case s.CheckpointEvery < 1:
 		return specErrorf("%s: --checkpoint-every: got %d, expected >= 1", s.command(), s.CheckpointEvery)
-	case s.Keep < 1:
-		return specErrorf("%s: --keep: got %d, expected >= 1", s.command(), s.Keep)
+	case s.Keep < 1 || s.Keep > MaxKeep:
+		return specErrorf("%s: --keep: got %d, expected 1 to %d checkpoints", s.command(), s.Keep, MaxKeep)
 	case s.CommTimeout < 0:
 		return specErrorf("%s: --comm-timeout: got %v, expected >= 0 (0 = never)", s.command(), s.CommTimeout)
 	}
@@ -192,6 +192,10 @@ func (s *Spec) ThreadsPerRank(q int) int {
 func (s *Spec) checkpointing() bool { return s.Checkpoint != "" || s.Resume != "" || s.Weights != "" }
 
 // command is the subcommand the spec comes from, for its errors.
+// MaxKeep bounds --keep: each checkpoint write rotates the versions kept,
+// and a run checks every version's name before it starts.
+const MaxKeep = 1000
+
 func (s *Spec) command() string {
 	if s.Weights != "" {
 		return "predict"

@@ -123,7 +123,7 @@ const wantFile = "expected a metrics file written by train --metrics"
 // ReadFile reads a metrics file. A run without a summary line comes back
 // with Complete unset: it is still running or was killed.
 func ReadFile(path string) (*Log, error) {
-	f, err := os.Open(path)
+	f, err := outfile.OpenRegular(path)
 	if err != nil {
 		return nil, &data.InputError{File: path, Msg: "cannot open (" + reason(err) + "): " + wantFile}
 	}
@@ -131,7 +131,10 @@ func ReadFile(path string) (*Log, error) {
 	r := &Log{Path: path}
 	br := bufio.NewReader(f)
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
+		b, err := readLine(br, MaxLine)
+		if errors.Is(err, errLineTooLong) {
+			return nil, &data.InputError{File: path, Line: line, Msg: fmt.Sprintf("line longer than %d bytes: %s", MaxLine, wantFile)}
+		}
 		if err != nil && err != io.EOF {
 			// Reading a directory fails here, not at the open.
 			return nil, &data.InputError{File: path, Line: line, Msg: "cannot read (" + reason(err) + "): " + wantFile}
@@ -147,6 +150,27 @@ func ReadFile(path string) (*Log, error) {
 		}
 		if err == io.EOF {
 			return r, nil
+		}
+	}
+}
+
+// MaxLine is the longest line a metrics file may have: an epoch's line
+// holds a few numbers per layer.
+const MaxLine = 16 << 20
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads a line (with its newline, if any) of at most max bytes.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		b, err := br.ReadSlice('\n')
+		if len(line)+len(b) > max {
+			return nil, errLineTooLong
+		}
+		line = append(line, b...)
+		if err != bufio.ErrBufferFull {
+			return line, err
 		}
 	}
 }
