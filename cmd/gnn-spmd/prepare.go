@@ -146,6 +146,9 @@ func runPartition(args []string, stdout, stderr io.Writer) (err error) {
 	if *method == partition.MethodPTScotch {
 		return cli.Usagef("partition: --method ptscotch runs under mpirun, one process per part: mpirun -np %d gnn-spmd partition ...", *q)
 	}
+	if st, serr := os.Stat(*path); (build.AddInverse || build.AddSelfLoops) && (serr != nil || !st.IsDir()) {
+		return cli.Usagef("partition: --add-inverse and --self-loops apply to an OGB-layout directory, whose edge list they complete while loading; %s holds its final edges: convert the directory again with the flag", *path)
+	}
 	defer outfile.RemoveTempsOnSignal()()
 	release, err := claimPartition(*path, *out, *q)
 	if err != nil {
@@ -168,6 +171,9 @@ func runPartition(args []string, stdout, stderr io.Writer) (err error) {
 	parts, err := partition.Partition(ds, split, *q, *method, *seed)
 	if err != nil {
 		return err
+	}
+	if w := partition.EmptyPartsText(parts, *q, *method); w != "" {
+		fmt.Fprintf(stderr, "gnn-spmd: warning: partition: %s\n", w)
 	}
 	partitioned := time.Now()
 	if err := partition.WritePartition(*out, ds, split, *method, *seed, parts, *q); err != nil {

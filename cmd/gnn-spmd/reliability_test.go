@@ -380,3 +380,82 @@ func TestGenEstimatesFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointFitsSmallDisk: a checkpoint that fits the file system is
+// written: the free-space check estimates its size closely (a small
+// model's checkpoint of 40 KB was estimated at 69 KB and refused on a
+// 64 KiB file system).
+func TestCheckpointFitsSmallDisk(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	fs := filepath.Join(dir, "fs")
+	os.Mkdir(fs, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", fs).CombinedOutput(); err != nil {
+		t.Skipf("a small tmpfs is needed (mount as root): %v %s", err, out)
+	}
+	defer exec.Command("umount", "-l", fs).Run()
+	ck := filepath.Join(fs, "ck.h5")
+	if code, _, stderr := runCLI("train", "--data", g, "--epochs", "2", "--hidden", "4", "--quiet", "--checkpoint", ck); code != 0 {
+		t.Fatalf("a checkpoint that fits was refused: %s", stderr)
+	}
+	st, _ := os.Stat(ck)
+	t.Logf("checkpoint of %d bytes on a 64 KiB file system", st.Size())
+	if verified(t, ck) != 2 {
+		t.Errorf("the checkpoint does not hold epoch 2")
+	}
+}
+
+// TestResumeFinishedNewCheckpoint: resuming a finished run with a new
+// --checkpoint writes that checkpoint.
+func TestResumeFinishedNewCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	a, b := filepath.Join(dir, "a.h5"), filepath.Join(dir, "b.h5")
+	train := []string{"train", "--data", g, "--epochs", "2", "--hidden", "4", "--quiet"}
+	if code, _, stderr := runCLI(append(train, "--checkpoint", a)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	if code, _, stderr := runCLI(append(train, "--resume", a, "--checkpoint", b)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	if verified(t, b) != 2 {
+		t.Errorf("%s does not hold epoch 2", b)
+	}
+}
+
+// TestBuildFlagsNeedText: --add-inverse and --self-loops, which complete
+// an OGB edge list while it loads, are refused for a .h5 dataset or a
+// partition, whose edges are final (they were ignored without a word).
+func TestBuildFlagsNeedText(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "3")
+	parts := filepath.Join(dir, "parts")
+	if code, _, stderr := runCLI("partition", "--data", g, "--parts", "2", "--out", parts); code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, flag := range []string{"--add-inverse", "--self-loops"} {
+		wantRefused(t, []string{dir}, "train: "+flag+" applies to an OGB-layout directory", "train", "--data", g, "--epochs", "1", flag)
+		wantRefused(t, []string{dir}, "train: "+flag+" applies to an OGB-layout directory", "train", "--parts", parts, "--epochs", "1", flag)
+		wantRefused(t, []string{dir}, "partition: --add-inverse and --self-loops apply to an OGB-layout directory", "partition", "--data", g, "--parts", "2", "--out", filepath.Join(dir, "p2"), flag)
+	}
+	ogb := writeOGB(t, nil, false)
+	if code, _, stderr := runCLI("train", "--data", ogb, "--epochs", "1", "--hidden", "4", "--quiet", "--add-inverse", "--self-loops"); code != 0 {
+		t.Errorf("an OGB directory with both flags: %s", stderr)
+	}
+}
+
+// TestMETISEmptyPartsWarned: METIS leaving parts without nodes (a tiny
+// graph in as many parts as nodes) is said, naming the parts.
+func TestMETISEmptyPartsWarned(t *testing.T) {
+	ogb := writeOGB(t, nil, false)
+	for _, q := range []string{"3", "4"} {
+		code, _, stderr := runCLI("partition", "--data", ogb, "--parts", q, "--method", "metis", "--out", filepath.Join(t.TempDir(), "p"))
+		t.Logf("%s parts: exit %d, %q", q, code, stderr)
+		if code != 0 {
+			t.Fatal(stderr)
+		}
+		if q == "4" && !strings.Contains(stderr, "warning: partition: metis left parts 1, 2 of 4 without nodes") {
+			t.Errorf("no warning of empty parts: %q", stderr)
+		}
+	}
+}

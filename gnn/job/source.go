@@ -73,6 +73,9 @@ func (j *job) load(ranks []int, q int, oneProcess bool, dist comm.Comm) (*source
 		if parts, err = partition.Partition(ds, split, q, s.Partition, s.PartitionSeed); err != nil {
 			return nil, err
 		}
+		if w := partition.EmptyPartsText(parts, q, s.Partition); w != "" && ranks[0] == 0 {
+			j.rankLog(0).Warn(w)
+		}
 		if oneProcess {
 			shards, err := partition.BuildShards(ds, split, parts, q)
 			if err != nil {
