@@ -459,3 +459,40 @@ func TestMETISEmptyPartsWarned(t *testing.T) {
 		}
 	}
 }
+
+// TestSignalRemovesTemps: SIGTERM, SIGINT or SIGHUP while gen or convert
+// writes its output ends the process with 128 + the signal, and removes
+// the temporary file: nothing is left behind.
+func TestSignalRemovesTemps(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "g.h5")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := cliCmd(ctx, t, "gen", "--out", out, "--nodes", "400000", "--features", "64", "--seed", "1")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Signal once the temporary file is there.
+		var tmp []string
+		for begin := time.Now(); len(tmp) == 0 && time.Since(begin) < 50*time.Second; time.Sleep(time.Millisecond) {
+			tmp, _ = filepath.Glob(filepath.Join(dir, ".*.tmp"))
+		}
+		if len(tmp) == 0 {
+			cancel()
+			cmd.Wait()
+			t.Fatalf("%v: no temporary file appeared", sig)
+		}
+		cmd.Process.Signal(sig)
+		err := cmd.Wait()
+		cancel()
+		left, _ := os.ReadDir(dir)
+		switch code := exitCodeOf(err); {
+		case code == 0:
+			t.Logf("%v came after the write: the output is complete", sig)
+		case code != 128+int(sig):
+			t.Errorf("%v: exit %d, want %d", sig, code, 128+int(sig))
+		case len(left) != 0:
+			t.Errorf("%v: left %v", sig, left)
+		}
+	}
+}

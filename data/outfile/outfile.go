@@ -263,15 +263,21 @@ func RemoveTemps() {
 	}
 }
 
-// RemoveTempsOnSignal makes SIGINT, SIGTERM and SIGHUP remove the
-// temporary files of the writes in progress and end the process with 128 +
-// the signal, until the returned function restores the default handling:
-// for a command that has no use for the signal but to stop (gen, convert,
-// partition, export, predict, the analysis tools).
+// RemoveTempsOnSignal makes SIGINT, SIGTERM and SIGHUP (those not
+// ignored) remove the temporary files of the writes in progress and end
+// the process with 128 + the signal, until the returned function restores
+// the default handling: for a command that has no use for the signal but
+// to stop (gen, convert, partition, export, the analysis tools).
 func RemoveTempsOnSignal() (stop func()) {
 	ch := make(chan os.Signal, 1)
 	done := make(chan struct{})
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// A signal the process was started ignoring (nohup's SIGHUP, a
+	// background job's SIGINT) stays ignored.
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			signal.Notify(ch, s)
+		}
+	}
 	go func() {
 		select {
 		case s := <-ch:
