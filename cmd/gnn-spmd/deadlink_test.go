@@ -85,6 +85,23 @@ func TestDeadLink(t *testing.T) {
 			if took > timeout+15*time.Second {
 				t.Errorf("the job took %v to end after the link died, want < %v", took, timeout+15*time.Second)
 			}
+			// Every process on host0 (where mpirun and ranks 0 and 1 ran)
+			// ends too: the ranks, and their reapers once mpirun is gone.
+			var left []string
+			for end := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				b, _ := exec.Command("ip", "netns", "pids", h.netns[0]).Output()
+				left = left[:0]
+				for _, p := range strings.Fields(string(b)) {
+					cmdline, _ := os.ReadFile("/proc/" + p + "/cmdline")
+					left = append(left, p+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+				}
+				if len(left) == 0 || time.Now().After(end) {
+					break
+				}
+			}
+			if len(left) > 0 {
+				t.Errorf("processes left on host0 10 s after the job ended: %q", left)
+			}
 			found := false
 			for _, l := range lines {
 				found = found || strings.Contains(l, "did not complete within the "+timeout.String()+" timeout") && strings.Contains(l, "rank ") &&

@@ -22,8 +22,8 @@ import (
 // and kills it otherwise. The launcher's death ends the job: mpirun itself
 // exits, and an orted's mpirun ends the job on a lost daemon.
 
-// reaperEnv names the launcher's pid and the grace, "pid:seconds": set
-// only for the reaper.
+// reaperEnv names the launcher's pid, the rank's and the grace,
+// "launcher:rank:duration": set only for the reaper.
 const reaperEnv = "GNN_SPMD_REAPER"
 
 // reaperGrace is how long the launcher has to end the job after the rank
@@ -40,19 +40,27 @@ func init() {
 	if !ok {
 		return
 	}
-	pidText, graceText, _ := strings.Cut(v, ":")
-	pid, err1 := strconv.Atoi(pidText)
-	grace, err2 := time.ParseDuration(graceText)
-	if err1 != nil || err2 != nil || pid <= 1 {
+	f := strings.Split(v, ":")
+	if len(f) != 3 {
 		os.Exit(2)
 	}
-	name := procName(pid)
+	pid, err1 := strconv.Atoi(f[0])
+	rank, err2 := strconv.Atoi(f[1])
+	grace, err3 := time.ParseDuration(f[2])
+	if err1 != nil || err2 != nil || err3 != nil || pid <= 1 || rank <= 1 {
+		os.Exit(2)
+	}
+	name, rankName := procName(pid), procName(rank)
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
 		if procName(pid) != name {
 			os.Exit(0) // the launcher ended the job
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// The rank too, should it still be inside MPI_Abort.
+	if rankName != "" && procName(rank) == rankName {
+		syscall.Kill(rank, syscall.SIGKILL)
 	}
 	if procName(pid) == name {
 		syscall.Kill(pid, syscall.SIGKILL)
@@ -86,7 +94,7 @@ func startReaper() {
 		return
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d:%s", reaperEnv, ppid, reaperGrace))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d:%d:%s", reaperEnv, ppid, os.Getpid(), reaperGrace))
 	// No stdio: the launcher waits for the rank's streams to close.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if cmd.Start() == nil {
