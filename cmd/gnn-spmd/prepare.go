@@ -224,10 +224,11 @@ func claimPartition(path, dir string, q int) (release func(ok bool), err error) 
 			os.Remove(dir) // only if still empty
 		}
 	}
+	// The part files there now (an earlier partition's, which this one
+	// replaces or removes) are what could be an input; a name not there
+	// yet cannot be one, so the q new names need no check of their own
+	// (which made a refusal of --parts 5000000 take seconds).
 	outs := []outfile.Path{{Flag: "--out", Name: partition.MetaPath(dir), Lock: true}}
-	for p := 0; p < q && p < 1<<16; p++ {
-		outs = append(outs, outfile.Path{Flag: "--out", Name: filepath.Join(dir, partition.PartFileName(p))})
-	}
 	old, _ := filepath.Glob(filepath.Join(dir, "part-*.h5"))
 	for _, name := range old {
 		outs = append(outs, outfile.Path{Flag: "--out", Name: name})
