@@ -220,11 +220,26 @@ func removeDead(dir string, match func(name string) bool) []string {
 	return removed
 }
 
-// alive reports whether process pid exists.
-func alive(pid int) bool {
+// Alive reports whether process pid exists and has not exited: a zombie
+// (a dead process whose parent, or an init that does not reap, has not
+// collected it) is gone.
+func Alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // no /proc: kill's answer stands
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z' && b[i+2] != 'X'
+	}
+	return true
 }
+
+func alive(pid int) bool { return Alive(pid) }
 
 // The temporary files this process is writing, removed by RemoveTemps
 // when a signal ends it.
