@@ -11,7 +11,7 @@ TAGS ?= cpu
 GOFLAGS_TAGS := -tags "$(TAGS)"
 BIN := bin/gnn-spmd
 
-.PHONY: deps build mpich test-mpich test-cluster cpu cuda cuda-deps cuda-check gpu-bundle test test-fma vet fuzz fuzz-h5 demo experiments bench inprocess clean
+.PHONY: deps build mpich test-mpich test-cluster test-deadlink cpu cuda cuda-deps cuda-check gpu-bundle test test-fma vet fuzz fuzz-h5 demo experiments bench inprocess clean
 .DEFAULT_GOAL := build
 
 deps:
@@ -42,6 +42,11 @@ test-mpich: mpich
 test-cluster: build
 	GNN_SPMD_CLUSTER_TESTS=require go test $(GOFLAGS_TAGS) -count=1 -run '^(TestSlurm|TestHosts)$$' -v ./cmd/gnn-spmd
 	$(MAKE) test-mpich GNN_SPMD_CLUSTER_TESTS=require
+
+# A host's link cut mid-training, in one direction and in both (make test
+# samples one of the two): the job ends within --comm-timeout + 15 s.
+test-deadlink: build
+	GNN_SPMD_CLUSTER_TESTS=require GNN_SPMD_DEADLINK=all go test $(GOFLAGS_TAGS) -count=1 -run '^TestDeadLink$$' -v ./cmd/gnn-spmd
 
 # The CPU-only build (what CI tests).
 cpu: build

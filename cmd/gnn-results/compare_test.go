@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,5 +71,25 @@ func TestCompareEpochAndTimeTo(t *testing.T) {
 	}
 	if f := strings.Fields(lines[2]); f[len(f)-1] != "1.3" {
 		t.Errorf("quant's time to accuracy %q, want 1.3", f[len(f)-1])
+	}
+}
+
+// TestCompareUnfinished: a run without its summary line (killed, or still
+// running) is marked unfinished instead of showing 0 seconds.
+func TestCompareUnfinished(t *testing.T) {
+	dir := t.TempDir()
+	acc := []float64{0.2, 0.5, 0.7}
+	full := writeTimedRun(t, filepath.Join(dir, "full.jsonl"), acc, []float64{0.9, 0.1, 0.1})
+	cut := filepath.Join(dir, "cut.jsonl")
+	b, _ := os.ReadFile(full)
+	lines := strings.SplitAfter(string(b), "\n")
+	os.WriteFile(cut, []byte(strings.Join(lines[:2], "")), 0o644)
+	code, out, errOut := runCLI("compare", "full="+full, "cut="+cut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	rows := strings.Split(strings.TrimSpace(out), "\n")
+	if len(rows) != 3 || !strings.Contains(rows[2], "unfinished") || strings.Contains(rows[1], "unfinished") {
+		t.Errorf("want the cut run alone marked unfinished:\n%s", out)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 
@@ -53,9 +52,9 @@ func runGrowth(args []string, stdout, stderr io.Writer) error {
 // readGrowth reads a sweep file: one run per line, blank lines and # comments
 // skipped; every axis needs two or more values, ascending.
 func readGrowth(path string) ([]growthPoint, error) {
-	f, err := os.Open(path)
+	f, err := outfile.OpenRegular(path)
 	if err != nil {
-		return nil, cli.Usagef("growth: %v", err)
+		return nil, cli.Usagef("growth: %s: %v", path, unwrapPath(err))
 	}
 	defer f.Close()
 	var pts []growthPoint

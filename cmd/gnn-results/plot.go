@@ -32,7 +32,7 @@ func runPlot(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return cli.Usagef("plot: --out must not be empty")
 	}
-	ss, err := readSeries(fs.Args())
+	ss, err := readSeries("plot", fs.Args())
 	if err != nil {
 		return err
 	}
@@ -75,20 +75,23 @@ func runPlot(args []string, stdout, stderr io.Writer) error {
 
 // readSeries parses the SERIES arguments and reads their files. Runs still
 // in progress (no summary line) are plotted as far as they got.
-func readSeries(args []string) ([]results.Series, error) {
+func readSeries(cmd string, args []string) ([]results.Series, error) {
 	var ss []results.Series
 	for _, arg := range args {
 		name, files, named := strings.Cut(arg, "=")
 		if !named {
 			name, files = strings.TrimSuffix(filepath.Base(arg), filepath.Ext(arg)), arg
+			if st, err := os.Stat(arg); err == nil && st.IsDir() {
+				return nil, cli.Usagef("%s: series %q: is a directory, expected NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl", cmd, arg)
+			}
 		}
 		if name == "" || files == "" {
-			return nil, cli.Usagef("plot: series %q: expected NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl", arg)
+			return nil, cli.Usagef("%s: series %q: expected NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl", cmd, arg)
 		}
 		s := results.Series{Name: name}
 		for _, path := range strings.Split(files, ",") {
 			if path == "" {
-				return nil, cli.Usagef("plot: series %q: empty file name", arg)
+				return nil, cli.Usagef("%s: series %q: empty file name", cmd, arg)
 			}
 			r, err := results.ReadRun(path)
 			if err == nil {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
+	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn/results"
 )
@@ -58,12 +60,33 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// maxConfig caps config.txt: a few hundred command lines.
+const maxConfig = 16 << 20
+
+// unwrapPath is a file error without its path (the message names it).
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // readConfig returns RESULTS/config.txt ("" when there is none), which the
 // experiment script writes with its exact commands.
 func readConfig(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "config.txt"))
+	path := filepath.Join(dir, "config.txt")
+	f, err := outfile.OpenRegular(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
+	}
+	if err != nil {
+		return "", &data.InputError{File: path, Msg: unwrapPath(err).Error()}
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfig+1))
+	if err == nil && len(b) > maxConfig {
+		return "", &data.InputError{File: path, Msg: fmt.Sprintf("longer than %d bytes: expected the experiment script's commands", maxConfig)}
 	}
 	return string(b), err
 }
@@ -102,7 +125,8 @@ func writeFigures(res *results.Results, dir string) ([]results.Figure, error) {
 	return figs, nil
 }
 
-// runCompare prints, for metrics files of finished runs, the accuracy each
+// runCompare prints, for metrics files of runs (an unfinished one, without
+// its summary line, is marked so in the seconds column), the accuracy each
 // reached, the halo bytes it sent, its median epoch and its time to
 // accuracy, the first series being the reference (the quickstart compares
 // VARCO against full communication this way).
@@ -118,7 +142,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return cli.Usagef("compare: expected at least one SERIES (NAME=RUN.jsonl[,RUN.jsonl...] or RUN.jsonl)")
 	}
-	ss, err := readSeries(fs.Args())
+	ss, err := readSeries("compare", fs.Args())
 	if err != nil {
 		return err
 	}
@@ -136,10 +160,15 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	var ref, refEpoch float64
 	for i, s := range ss {
 		var acc, bytes, secs, epochs, reach []float64
+		unfinished := 0
 		for _, r := range s.Runs {
 			acc = append(acc, r.TestAtBestVal())
 			bytes = append(bytes, float64(r.TotalBytes()))
-			secs = append(secs, r.Seconds)
+			if r.Complete {
+				secs = append(secs, r.Seconds)
+			} else {
+				unfinished++ // no summary line: still running, or killed
+			}
 			epochs = append(epochs, r.MedianEpoch())
 			if t, ok := r.TimeTo(target); ok {
 				reach = append(reach, t)
@@ -174,7 +203,16 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		if refEpoch > 0 {
 			epochShare = fmt.Sprintf("%.2fx", epoch/refEpoch)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%.1f\t%.4f\t%s\t%s\t\n", s.Name, len(s.Runs), accText, results.DecimalBytes(b), share, t, epoch, epochShare, reachText)
+		secsText := fmt.Sprintf("%.1f", t)
+		switch {
+		case unfinished == len(s.Runs) && unfinished == 1:
+			secsText = "unfinished"
+		case unfinished == len(s.Runs):
+			secsText = "unfinished (all)"
+		case unfinished > 0:
+			secsText += fmt.Sprintf(" (%d of %d runs unfinished)", unfinished, len(s.Runs))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t\n", s.Name, len(s.Runs), accText, results.DecimalBytes(b), share, secsText, epoch, epochShare, reachText)
 	}
 	return tw.Flush()
 }

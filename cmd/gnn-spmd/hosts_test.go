@@ -34,6 +34,7 @@ type hosts struct {
 	conf    string   // the rsh agent's hosts file
 	file    string   // the hostfile
 	subnet  string   // the link's addresses
+	links   []string // each host's end of the link (in its namespace)
 	agent   string
 }
 
@@ -83,6 +84,7 @@ func makeHosts(t *testing.T) *hosts {
 		file: filepath.Join(root, "hostfile"), agent: repoScript(t, "netns-rsh.sh"),
 		subnet: fmt.Sprintf("10.%d.%d.0/24", 200+os.Getpid()%50, os.Getpid()/50%250)}
 	links := []string{"gnn" + id + "v0", "gnn" + id + "v1"}
+	h.links = links
 	for i := range 2 {
 		h.names = append(h.names, "host"+strconv.Itoa(i))
 		h.netns = append(h.netns, "gnn"+id+"h"+strconv.Itoa(i))

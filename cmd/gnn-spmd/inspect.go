@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
@@ -32,7 +35,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	path := fs.Arg(0)
 	st, err := os.Stat(path)
 	if err != nil {
-		return &data.InputError{File: path, Msg: "cannot open: expected a partition directory, a .h5 dataset or a checkpoint"}
+		return &data.InputError{File: path, Msg: "cannot open (" + osReason(err) + "): expected a partition directory, a .h5 dataset or a checkpoint"}
 	}
 	if !st.IsDir() && h5.Format(path) == predfile.Format {
 		return inspectPredictions(path, *asJSON, *verify, stdout)
@@ -40,7 +43,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	if *verify || (!st.IsDir() && h5.Format(path) == ckpt.Format) {
 		return inspectCheckpoint(path, *asJSON, *verify, stdout)
 	}
-	if st.IsDir() {
+	if st.IsDir() && !isOGBDir(path) {
 		meta, err := partition.ReadPartitionMeta(path)
 		if err != nil {
 			return err
@@ -72,6 +75,26 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "split %s: train %d, valid %d, test %d\n", s.Name, s.Train, s.Valid, s.Test)
 	}
 	return nil
+}
+
+// isOGBDir reports whether dir is an OGB-layout dataset directory (it has
+// raw/ and no partition metadata): inspect summarises it as a dataset.
+func isOGBDir(dir string) bool {
+	if _, err := os.Stat(partition.MetaPath(dir)); err == nil {
+		return false
+	}
+	st, err := os.Stat(filepath.Join(dir, "raw"))
+	return err == nil && st.IsDir()
+}
+
+// osReason is a file error without its path: "no such file or directory",
+// "permission denied", "file name too long".
+func osReason(err error) string {
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
 
 type splitSummary struct {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
@@ -44,10 +45,27 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	if err := outfile.Probe(outfile.Path{Flag: "--out", Name: *out}); err != nil {
 		return err
 	}
-	start := time.Now()
-	ds, err := gen.Generate(gen.Options{Nodes: *nodes, Classes: *classes, AvgDegree: *degree,
+	opt := gen.Options{Nodes: *nodes, Classes: *classes, AvgDegree: *degree,
 		Homophily: *homophily, Features: *features, SNR: *snr, TrainFrac: *train, ValidFrac: *valid,
-		Communities: *communities, Locality: *locality, Seed: *seed})
+		Communities: *communities, Locality: *locality, Seed: *seed}
+	// Memory and disk first: a graph beyond the machine is refused before
+	// it is drawn, not killed while drawing it.
+	mem, file, err := opt.Footprint()
+	if err != nil {
+		return cli.Usagef("gen: %v", err)
+	}
+	if avail, from := job.AvailableMemory(); avail > 0 && mem > avail {
+		return cli.Usagef("gen: %d nodes, degree %g, %d features need an estimated %s of memory but %s is available (%s): generate a smaller graph",
+			*nodes, *degree, *features, humanBytes(int64(mem)), humanBytes(int64(avail)), from)
+	}
+	var st syscall.Statfs_t
+	if dir := filepath.Dir(*out); syscall.Statfs(dir, &st) == nil {
+		if free := float64(st.Bavail) * float64(st.Bsize); file > free {
+			return cli.Usagef("gen: --out %s: the dataset needs an estimated %s but %s has %s free", *out, humanBytes(int64(file)), dir, humanBytes(int64(free)))
+		}
+	}
+	start := time.Now()
+	ds, err := gen.Generate(opt)
 	if err != nil {
 		return cli.Usagef("gen: %v", err)
 	}
@@ -128,6 +146,10 @@ func runPartition(args []string, stdout, stderr io.Writer) (err error) {
 	if *method == partition.MethodPTScotch {
 		return cli.Usagef("partition: --method ptscotch runs under mpirun, one process per part: mpirun -np %d gnn-spmd partition ...", *q)
 	}
+	if st, serr := os.Stat(*path); (build.AddInverse || build.AddSelfLoops) && (serr != nil || !st.IsDir()) {
+		return cli.Usagef("partition: --add-inverse and --self-loops apply to an OGB-layout directory, whose edge list they complete while loading; %s holds its final edges: convert the directory again with the flag", *path)
+	}
+	defer outfile.RemoveTempsOnSignal()()
 	release, err := claimPartition(*path, *out, *q)
 	if err != nil {
 		return err
@@ -141,7 +163,7 @@ func runPartition(args []string, stdout, stderr io.Writer) (err error) {
 	if *normalize {
 		ds.NormalizeFeatureRows()
 	}
-	split, err := job.PickSplit(ds, *path, *splitName)
+	split, err := job.PickSplit(ds, "partition", *path, *splitName)
 	if err != nil {
 		return err
 	}
@@ -149,6 +171,9 @@ func runPartition(args []string, stdout, stderr io.Writer) (err error) {
 	parts, err := partition.Partition(ds, split, *q, *method, *seed)
 	if err != nil {
 		return err
+	}
+	if w := partition.EmptyPartsText(parts, *q, *method); w != "" {
+		fmt.Fprintf(stderr, "gnn-spmd: warning: partition: %s\n", w)
 	}
 	partitioned := time.Now()
 	if err := partition.WritePartition(*out, ds, split, *method, *seed, parts, *q); err != nil {
@@ -199,10 +224,11 @@ func claimPartition(path, dir string, q int) (release func(ok bool), err error) 
 			os.Remove(dir) // only if still empty
 		}
 	}
+	// The part files there now (an earlier partition's, which this one
+	// replaces or removes) are what could be an input; a name not there
+	// yet cannot be one, so the q new names need no check of their own
+	// (which made a refusal of --parts 5000000 take seconds).
 	outs := []outfile.Path{{Flag: "--out", Name: partition.MetaPath(dir), Lock: true}}
-	for p := 0; p < q && p < 1<<16; p++ {
-		outs = append(outs, outfile.Path{Flag: "--out", Name: filepath.Join(dir, partition.PartFileName(p))})
-	}
 	old, _ := filepath.Glob(filepath.Join(dir, "part-*.h5"))
 	for _, name := range old {
 		outs = append(outs, outfile.Path{Flag: "--out", Name: name})

@@ -1,6 +1,8 @@
 package datafile
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -14,7 +16,12 @@ import (
 func Load(path string, opt ogb.Options) (*data.Dataset, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, &data.InputError{File: path, Msg: "cannot open: expected an OGB-layout directory or a .h5 dataset file"}
+		reason := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			reason = pe.Err.Error()
+		}
+		return nil, &data.InputError{File: path, Msg: "cannot open (" + reason + "): expected an OGB-layout directory or a .h5 dataset file"}
 	}
 	if st.IsDir() {
 		return ogb.Load(path, opt)

@@ -145,6 +145,27 @@ func Generate(opt Options) (*data.Dataset, error) {
 	}, nil
 }
 
+// Footprint estimates, before anything is allocated, the memory Generate
+// needs at its peak and the size of the dataset file it makes, in bytes:
+// per node the labels, the class index, the CSR's row pointers and
+// counts and the split (28 bytes), per directed edge the drawn pairs and
+// the CSR's column (8 bytes), and the features (4 bytes a value). It
+// returns the options' error where they are invalid.
+func (o Options) Footprint() (memory, file float64, err error) {
+	if o.TrainFrac == 0 && o.ValidFrac == 0 {
+		o.TrainFrac, o.ValidFrac = 0.6, 0.2
+	}
+	if err := o.validate(); err != nil {
+		return 0, 0, err
+	}
+	n, f, c := float64(o.Nodes), float64(o.Features), float64(o.Classes)
+	edges := n * 2 * math.Ceil(o.AvgDegree/2)
+	values := n * f * 4
+	memory = 28*n + 8*edges + values + 8*c*f
+	file = 16*n + 4*edges + values + 64<<10
+	return memory, file, nil
+}
+
 func (o *Options) validate() error {
 	switch {
 	case o.Nodes < 3 || o.Nodes > math.MaxInt32:

@@ -3,6 +3,7 @@ package h5
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gnn-spmd/gnn-spmd/cgo/h5scan"
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"gonum.org/v1/hdf5"
 )
 
@@ -38,14 +40,21 @@ func Read(path, format string, version int64, missing string, fn func(f *File) e
 		return data.InputErrorf(path, 0, "", "missing: %s", missing)
 	}
 	if err != nil {
-		return data.InputErrorf(path, 0, "", "cannot open: %v", err)
+		return data.InputErrorf(path, 0, "", "cannot open: %v", osReason(err))
 	}
 	if st.IsDir() {
 		return data.InputErrorf(path, 0, "", "is a directory, expected a %s file", format)
 	}
 	if !st.Mode().IsRegular() {
 		// A FIFO or device would block or never end the read.
-		return data.InputErrorf(path, 0, "", "is not a regular file, expected a %s file", format)
+		return data.InputErrorf(path, 0, "", "is %s, not a regular file, expected a %s file", outfile.Kind(st.Mode()), format)
+	}
+	// libhdf5 says only "not HDF5" of a file it cannot open: a file this
+	// process may not read is refused for what it is.
+	if f, err := os.Open(path); err != nil {
+		return data.InputErrorf(path, 0, "", "cannot open: %v", osReason(err))
+	} else {
+		f.Close()
 	}
 	f := &File{path: path, size: st.Size()}
 	err = withHDF5(func() error {
@@ -86,6 +95,15 @@ func Read(path, format string, version int64, missing string, fn func(f *File) e
 		}
 		return f.err
 	})
+}
+
+// osReason is a file error without its path, which the message names.
+func osReason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
 
 // Format returns the format attribute of the HDF5 file at path, "" when it

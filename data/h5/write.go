@@ -91,10 +91,7 @@ func Create(name string, attrs []Attr, arrays []Array) error {
 		return err
 	}
 	f.Close()
-	need := int64(64 << 10) // metadata
-	for _, a := range arrays {
-		need += int64(dataBytes(a.Data))
-	}
+	need := Size(attrs, arrays)
 	var st syscall.Statfs_t
 	if syscall.Statfs(filepath.Dir(name), &st) == nil {
 		if free := int64(st.Bavail) * st.Bsize; free < need {
@@ -102,6 +99,26 @@ func Create(name string, attrs []Attr, arrays []Array) error {
 		}
 	}
 	return withHDF5(func() error { return writeContent(name, attrs, arrays) })
+}
+
+// Size estimates the bytes of the file Create writes: the arrays' data,
+// the strings of the attributes, and libhdf5's metadata, 8 KiB for the
+// file and 600 bytes for every array (object header, layout, its group's
+// share). Measured on checkpoints of 58 to 94 arrays and 4 KB to 8.7 MB
+// of data, it is 0.1% to 15% above the file's size (docs/notes); a flat
+// 64 KiB of metadata was 71% above it for a small model's checkpoint,
+// and refused runs whose checkpoints fitted.
+func Size(attrs []Attr, arrays []Array) int64 {
+	need := int64(8 << 10)
+	for _, a := range arrays {
+		need += 600 + int64(dataBytes(a.Data))
+	}
+	for _, a := range attrs {
+		if s, ok := a.Val.(string); ok {
+			need += int64(len(s))
+		}
+	}
+	return need
 }
 
 // dataBytes is the size of an array's data.

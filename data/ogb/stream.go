@@ -146,6 +146,8 @@ type edgeSink struct {
 	bufs sync.Pool
 }
 
+func (s *edgeSink) lineCap() int { return s.t.lineCap() }
+
 func (s *edgeSink) parse(c *lineChunk) *data.InputError {
 	buf, _ := s.bufs.Get().(*[2][]int32)
 	if buf == nil {
@@ -269,6 +271,8 @@ type featureSink struct {
 	use  func(rows []float32) error
 	bufs sync.Pool
 }
+
+func (s *featureSink) lineCap() int { return s.t.lineCap() }
 
 func (s *featureSink) parse(c *lineChunk) *data.InputError {
 	buf, _ := s.bufs.Get().(*[]float32)

@@ -217,6 +217,14 @@ func scanLines(path string, r io.Reader, s lineSink) (int, error) {
 			cut = n // the last line may lack its '\n'
 		}
 		carry = append(carry[:0], data[cut:]...)
+		if limit := maxLine(s); len(carry) > limit && !eof && readErr == nil {
+			// A line longer than the file's rows can be: refused before
+			// the buffer doubles without bound (a gigabyte of digits
+			// with no newline).
+			free <- buf[:0]
+			record(lineTooLong(path, line+bytes.Count(data[:cut], []byte{'\n'}), limit, s))
+			break
+		}
 		if cut == 0 {
 			free <- buf[:0]
 			if eof || readErr != nil {
@@ -229,6 +237,14 @@ func scanLines(path string, r io.Reader, s lineSink) (int, error) {
 			c.n++
 		}
 		if e := s.reserve(c, inflight.Wait); e != nil {
+			// Too many lines: a header or a blank line among those
+			// before the one refused is the cause to name, on its own
+			// line, so those are parsed first.
+			if head := headOf(c, e.Line); head != nil && s.reserve(head, inflight.Wait) == nil {
+				if pe := s.parse(head); pe != nil {
+					record(pe)
+				}
+			}
 			free <- buf[:0]
 			record(e)
 			break
@@ -249,6 +265,50 @@ func scanLines(path string, r io.Reader, s lineSink) (int, error) {
 		return 0, data.InputErrorf(path, line, "", "%s", describeReadError(readErr))
 	}
 	return line - 1, nil
+}
+
+// fieldBytes is the most bytes one number of a text file may take (a
+// float32 in its longest decimal form is under 50): a line longer than its
+// fields allow is no valid line.
+const fieldBytes = 256
+
+// anyLine caps the line of a file whose width is not yet known (a
+// feature file's first line): a million features' worth of fields... capped
+// at 256 MiB.
+const anyLine = 256 << 20
+
+// maxLine is the longest line s can accept: its fields' worth of bytes.
+func maxLine(s lineSink) int {
+	if c, ok := s.(interface{ lineCap() int }); ok {
+		return c.lineCap()
+	}
+	return anyLine
+}
+
+// lineTooLong is the error of line number line of path, longer than limit.
+func lineTooLong(path string, line, limit int, s lineSink) *data.InputError {
+	return data.InputErrorf(path, line, "", "line longer than %d bytes, more than %s", limit, lineWhat(s))
+}
+
+// lineWhat says what a line of s holds, for the error of one too long.
+func lineWhat(s lineSink) string {
+	if c, ok := s.(interface{ lineCap() int }); ok && c.lineCap() < anyLine {
+		return fmt.Sprintf("its comma-separated numbers can take (%d bytes each)", fieldBytes)
+	}
+	return "any line of numbers this reader takes"
+}
+
+// headOf is the part of c before line number end, nil when that is none.
+func headOf(c *lineChunk, end int) *lineChunk {
+	k := end - c.line // lines to keep
+	if k <= 0 || k >= c.n {
+		return nil
+	}
+	at := 0
+	for range k {
+		at += bytes.IndexByte(c.buf[at:], '\n') + 1
+	}
+	return &lineChunk{buf: c.buf[:at], line: c.line, n: k}
 }
 
 // growRows returns the new row count of an output that has cur rows and must
@@ -574,6 +634,8 @@ func (t *intTable) run(tf *textFile) (int, error) {
 	return lines, nil
 }
 
+func (t *intTable) lineCap() int { return fieldBytes * (len(t.names) + 1) }
+
 func (t *intTable) reserve(c *lineChunk, drain func()) *data.InputError {
 	end := c.line - 1 + c.n
 	if end > t.max {
@@ -682,6 +744,13 @@ func (t *floatTable) run(tf *textFile) (int, error) {
 	}
 	t.data = t.data[:lines*t.f]
 	return lines, nil
+}
+
+func (t *floatTable) lineCap() int {
+	if t.f == 0 {
+		return anyLine
+	}
+	return min(anyLine, fieldBytes*(t.f+1))
 }
 
 func (t *floatTable) reserve(c *lineChunk, drain func()) *data.InputError {

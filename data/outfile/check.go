@@ -32,8 +32,9 @@ func Claim(inputs, outputs []Path) (release func(), err error) {
 	if err := Distinct(inputs, outputs); err != nil {
 		return nil, err
 	}
+	probed := map[string]bool{} // directories that took a file
 	for _, o := range outputs {
-		if err := Probe(o); err != nil {
+		if err := probe(o, probed); err != nil {
 			return nil, err
 		}
 	}
@@ -60,7 +61,9 @@ func Claim(inputs, outputs []Path) (release func(), err error) {
 // Distinct refuses, before anything is written, an output that is an
 // input or another output: the same name, the same file (device and
 // inode, through links of every kind), or an existing file inside an
-// input directory. Empty names are skipped.
+// input directory. Empty names are skipped. It takes time linear in the
+// number of names (a partition into thousands of parts, many checkpoint
+// versions).
 func Distinct(inputs, outputs []Path) error {
 	type named struct {
 		Path
@@ -75,36 +78,51 @@ func Distinct(inputs, outputs []Path) error {
 			outs = append(outs, named{o, v})
 		}
 	}
+	// Every output by each of its keys (its canonical name, and its
+	// device and inode when it exists); the first holder of a key.
+	byKey := map[string]named{}
+	var existing []named
+	for _, o := range outs {
+		ks := keys(o.name)
+		if len(ks) > 1 {
+			existing = append(existing, o)
+		}
+		for _, k := range ks {
+			if b, ok := byKey[k]; ok && b.Flag != o.Flag {
+				return errorf("%s %s and %s %s are the same file: every output needs a file of its own", b.Flag, b.name, o.Flag, o.name)
+			} else if !ok {
+				byKey[k] = o
+			}
+		}
+	}
 	for _, in := range inputs {
 		if in.Name == "" {
 			continue
 		}
-		for _, o := range outs {
-			if same(in.Name, o.name) || within(o.name, in.Name) {
+		for _, k := range keys(in.Name) {
+			if o, ok := byKey[k]; ok {
 				return errorf("%s %s is the input %s %s: an output must never overwrite an input", o.Flag, o.name, in.Flag, in.Name)
 			}
 		}
-	}
-	for i, a := range outs {
-		for _, b := range outs[i+1:] {
-			if a.Flag != b.Flag && same(a.name, b.name) {
-				return errorf("%s %s and %s %s are the same file: every output needs a file of its own", a.Flag, a.name, b.Flag, b.name)
+		for _, o := range existing {
+			if within(o.name, in.Name) {
+				return errorf("%s %s is the input %s %s: an output must never overwrite an input", o.Flag, o.name, in.Flag, in.Name)
 			}
 		}
 	}
 	return nil
 }
 
-// same reports whether a and b name one file: equal cleaned absolute
-// paths (with the directories' symbolic links resolved), or one existing
-// file.
-func same(a, b string) bool {
-	if canonical(a) == canonical(b) {
-		return true
+// keys names a file for Distinct: its canonical path, and "dev:ino" of
+// the file it reaches when that exists.
+func keys(name string) []string {
+	ks := []string{"path " + canonical(name)}
+	if st, err := os.Stat(name); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			ks = append(ks, fmt.Sprintf("file %d:%d", sys.Dev, sys.Ino))
+		}
 	}
-	sa, ea := os.Stat(a)
-	sb, eb := os.Stat(b)
-	return ea == nil && eb == nil && os.SameFile(sa, sb)
+	return ks
 }
 
 // within reports whether out is an existing file inside the input
@@ -140,7 +158,11 @@ func canonical(path string) string {
 // Probe checks, before a run starts, that the output o can be written:
 // its directory exists and takes new files, it is not a directory, and
 // its name and those of its versions fit the file-name limit.
-func Probe(o Path) error {
+func Probe(o Path) error { return probe(o, nil) }
+
+// probe is Probe, creating a file only in a directory that probed does
+// not hold yet (and adding it): one probe per directory.
+func probe(o Path, probed map[string]bool) error {
 	if o.Name == "" {
 		return nil
 	}
@@ -152,6 +174,9 @@ func Probe(o Path) error {
 		if n := len(filepath.Base(v)); n > nameMax {
 			return errorf("%s %s: the file name has %d bytes, more than the %d a file system takes", o.Flag, v, n, nameMax)
 		}
+	}
+	if err := Replaceable(o.Flag, o.Name); err != nil {
+		return err
 	}
 	if st, err := os.Stat(o.Name); err == nil && st.IsDir() {
 		return errorf("%s %s: is a directory, expected a file name", o.Flag, o.Name)
@@ -171,10 +196,13 @@ func Probe(o Path) error {
 	case !st.IsDir():
 		return errorf("%s %s: %s is not a directory", o.Flag, o.Name, dir)
 	}
+	if probed[dir] {
+		return nil
+	}
 	// Creating a file is the one test of permissions, read-only mounts
 	// and quotas that does not guess.
-	probe := filepath.Join(dir, fmt.Sprintf("%s.%d.probe", stem(o.Name), os.Getpid()))
-	f, err := os.OpenFile(probe, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	probeName := filepath.Join(dir, fmt.Sprintf("%s.%d.probe", stem(o.Name), os.Getpid()))
+	f, err := os.OpenFile(probeName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -183,7 +211,10 @@ func Probe(o Path) error {
 		return errorf("%s %s: cannot create files in %s: %v", o.Flag, o.Name, dir, err)
 	}
 	f.Close()
-	os.Remove(probe)
+	os.Remove(probeName)
+	if probed != nil {
+		probed[dir] = true
+	}
 	return nil
 }
 
@@ -191,6 +222,9 @@ func Probe(o Path) error {
 // writer will: it must not be a file, and it (if it exists) or the
 // directory it is in must take new files.
 func probeDir(o Path) error {
+	if st, err := os.Lstat(o.Name); err == nil && !st.IsDir() && st.Mode()&fs.ModeSymlink == 0 && !st.Mode().IsRegular() {
+		return errorf("%s %s: is %s, expected a directory", o.Flag, o.Name, Kind(st.Mode()))
+	}
 	if st, err := os.Stat(o.Name); err == nil {
 		if !st.IsDir() {
 			return errorf("%s %s: is a file, expected a directory", o.Flag, o.Name)
@@ -203,8 +237,11 @@ func probeDir(o Path) error {
 // Lock makes this process the one writer of path until release: a second
 // process asking for it gets an error naming the holder. The lock is an
 // flock on a hidden file beside path; the kernel drops it when the process
-// dies, however it dies. Once the lock is held, temporary files of path
-// left by dead writers are removed.
+// dies, however it dies. The file path names (through links) is locked
+// too, by identity (an open-file-description lock on it, which follows
+// the file each Write publishes), so that two runs cannot write one file
+// under two names (a hard or a symbolic link). Once the lock is held,
+// temporary files of path left by dead writers are removed.
 func Lock(flag, path string) (release func(), err error) {
 	lockName := filepath.Join(filepath.Dir(path), stem(path)+".lock")
 	for {
@@ -230,10 +267,15 @@ func Lock(flag, path string) (release func(), err error) {
 			f.Close()
 			continue
 		}
+		if err := lockIdentity(flag, path); err != nil {
+			f.Close()
+			return nil, err
+		}
 		f.Truncate(0)
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 		RemoveStale(path)
 		return func() {
+			unlockIdentity(path)
 			os.Remove(lockName)
 			f.Close()
 		}, nil

@@ -14,9 +14,11 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -63,6 +65,8 @@ func TempName(path string, pid int) string {
 // older version as they were; the temporary file is removed.
 func Write(path string, keep int, write func(tmp string) error) error {
 	tmp := TempName(path, os.Getpid())
+	track(tmp)
+	defer untrack(tmp)
 	err := write(tmp)
 	if err == nil {
 		err = syncPath(tmp)
@@ -71,11 +75,39 @@ func Write(path string, keep int, write func(tmp string) error) error {
 		err = rotate(path, keep)
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = publish(tmp, path)
 	}
 	if err != nil {
 		os.Remove(tmp)
+		var e *Error
+		if errors.As(err, &e) {
+			return err
+		}
 		return fmt.Errorf("write %s: %w", path, explain(path, err))
+	}
+	syncPath(filepath.Dir(path))
+	return nil
+}
+
+// publish renames tmp over path, after checking once more that path is
+// nothing an output may not replace (Replaceable: a device, a FIFO that
+// appeared since the probe), and moves path's identity lock to the new
+// file.
+func publish(tmp, path string) error {
+	if err := Replaceable("output", path); err != nil {
+		return err
+	}
+	relock(path, tmp)
+	return os.Rename(tmp, path)
+}
+
+// Publish renames the complete (or, for a file that grows, the first
+// complete part of the) temporary file tmp over path, as Write does, and
+// fsyncs the directory: a log that goes on growing in place after it
+// (a metrics file) publishes this way.
+func Publish(tmp, path string) error {
+	if err := publish(tmp, path); err != nil {
+		return err
 	}
 	syncPath(filepath.Dir(path))
 	return nil
@@ -92,7 +124,16 @@ func rotate(path string, keep int) error {
 		return nil
 	}
 	old := func(i int) string { return path + "." + strconv.Itoa(i) }
-	for i := keep - 2; i >= 1; i-- {
+	// Only the versions there move: they run path.1, path.2, ... up to
+	// the first missing one.
+	top := 0
+	for top < keep-2 {
+		if _, err := os.Lstat(old(top + 1)); err != nil {
+			break
+		}
+		top++
+	}
+	for i := top; i >= 1; i-- {
 		if err := os.Rename(old(i), old(i+1)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("rotate %s: %w", old(i), err)
 		}
@@ -179,10 +220,91 @@ func removeDead(dir string, match func(name string) bool) []string {
 	return removed
 }
 
-// alive reports whether process pid exists.
-func alive(pid int) bool {
+// Alive reports whether process pid exists and has not exited: a zombie
+// (a dead process whose parent, or an init that does not reap, has not
+// collected it) is gone.
+func Alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // no /proc: kill's answer stands
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z' && b[i+2] != 'X'
+	}
+	return true
+}
+
+func alive(pid int) bool { return Alive(pid) }
+
+// The temporary files this process is writing, removed by RemoveTemps
+// when a signal ends it.
+var (
+	tempMu sync.Mutex
+	temps  = map[string]bool{}
+)
+
+func track(tmp string) {
+	tempMu.Lock()
+	temps[tmp] = true
+	tempMu.Unlock()
+}
+
+func untrack(tmp string) {
+	tempMu.Lock()
+	delete(temps, tmp)
+	tempMu.Unlock()
+}
+
+// Track registers a temporary file that a writer outside this package
+// creates (TempName), so that RemoveTemps removes it; Untrack once it has
+// been renamed or removed.
+func Track(tmp string) { track(tmp) }
+
+// Untrack: see Track.
+func Untrack(tmp string) { untrack(tmp) }
+
+// RemoveTemps removes every temporary file this process is writing: what a
+// signal handler calls before the process ends.
+func RemoveTemps() {
+	tempMu.Lock()
+	defer tempMu.Unlock()
+	for t := range temps {
+		os.Remove(t)
+	}
+}
+
+// RemoveTempsOnSignal makes SIGINT, SIGTERM and SIGHUP (those not
+// ignored) remove the temporary files of the writes in progress and end
+// the process with 128 + the signal, until the returned function restores
+// the default handling: for a command that has no use for the signal but
+// to stop (gen, convert, partition, export, the analysis tools).
+func RemoveTempsOnSignal() (stop func()) {
+	ch := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	// A signal the process was started ignoring (nohup's SIGHUP, a
+	// background job's SIGINT) stays ignored.
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			signal.Notify(ch, s)
+		}
+	}
+	go func() {
+		select {
+		case s := <-ch:
+			RemoveTemps()
+			os.Exit(128 + int(s.(syscall.Signal)))
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
 }
 
 // WriteStream is WriteAtomic for content written as a stream (text,

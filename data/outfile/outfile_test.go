@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func write(t *testing.T, path, s string) {
@@ -187,5 +188,26 @@ func TestRemoveStaleIn(t *testing.T) {
 		if _, err := os.Stat(k); err != nil {
 			t.Errorf("%s removed", k)
 		}
+	}
+}
+
+// TestAliveZombie: a process that has exited but was not reaped (a
+// zombie, as a killed writer is under an init that does not reap) is not
+// alive, so the next writer removes what it left.
+func TestAliveZombie(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	pid := cmd.Process.Pid
+	defer cmd.Wait()
+	for start := time.Now(); Alive(pid) && time.Since(start) < 5*time.Second; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if Alive(pid) {
+		t.Errorf("process %d exited (a zombie until waited for) but counts as alive", pid)
+	}
+	if !Alive(os.Getpid()) {
+		t.Errorf("this process counts as gone")
 	}
 }

@@ -3,13 +3,11 @@ package partition
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/gnn-spmd/gnn-spmd/data/h5"
 	"github.com/gnn-spmd/gnn-spmd/data/outfile"
@@ -128,7 +126,7 @@ func removeStaleOutputs(dir string) {
 		if len(f) != 2 || f[0] != host {
 			continue
 		}
-		if pid, err := strconv.Atoi(f[1]); err == nil && pid > 0 && syscall.Kill(pid, 0) != nil && !errors.Is(syscall.Kill(pid, 0), syscall.EPERM) {
+		if pid, err := strconv.Atoi(f[1]); err == nil && pid > 0 && !outfile.Alive(pid) {
 			os.RemoveAll(name)
 		}
 	}

@@ -43,6 +43,42 @@ func Partition(ds *data.Dataset, split string, q int, method string, seed uint64
 	return nil, fmt.Errorf("partition method %q: expected %q or %q", method, MethodMETIS, MethodRandom)
 }
 
+// EmptyParts lists the parts of a q-part assignment that hold no node
+// (METIS may leave some on a small or disconnected graph).
+func EmptyParts(parts []int32, q int) []int {
+	count := make([]int, q)
+	for _, p := range parts {
+		if p >= 0 && int(p) < q {
+			count[p]++
+		}
+	}
+	var empty []int
+	for p, c := range count {
+		if c == 0 {
+			empty = append(empty, p)
+		}
+	}
+	return empty
+}
+
+// EmptyPartsText is the warning about empty parts, "" when there are none.
+func EmptyPartsText(parts []int32, q int, method string) string {
+	empty := EmptyParts(parts, q)
+	if len(empty) == 0 {
+		return ""
+	}
+	names := make([]string, len(empty))
+	for i, p := range empty {
+		names[i] = fmt.Sprint(p)
+	}
+	noun := "part"
+	if len(empty) > 1 {
+		noun = "parts"
+	}
+	return fmt.Sprintf("%s left %s %s of %d without nodes (%d nodes): their ranks will hold nothing to train on; use fewer parts or --method random",
+		method, noun, strings.Join(names, ", "), q, len(parts))
+}
+
 func lookupSplit(ds *data.Dataset, name string) (*data.Split, error) {
 	s, ok := ds.Splits[name]
 	if !ok {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 )
 
@@ -60,7 +61,8 @@ func exitCodeOf(s syscall.Signal) int {
 // interrupts turns the first SIGINT or SIGTERM the process receives into a
 // request to stop after the epoch in progress (every rank agrees on the
 // epoch through the trainer's Stop callback). A second signal ends the
-// process at once: the handler is gone by then.
+// process at once, after removing the temporary files of writes in
+// progress.
 type interrupts struct {
 	sig  atomic.Int32 // the first signal, 0 until one came
 	ch   chan os.Signal
@@ -80,8 +82,16 @@ func catchInterrupts(onSignal func(syscall.Signal)) *interrupts {
 		case s := <-i.ch:
 			sig := s.(syscall.Signal)
 			i.sig.Store(int32(sig))
-			signal.Stop(i.ch) // the next one takes the default action
 			onSignal(sig)
+		case <-i.done:
+			return
+		}
+		// The next one ends the process at once, without leaving the
+		// temporary file of a checkpoint or metrics write in progress.
+		select {
+		case s := <-i.ch:
+			outfile.RemoveTemps()
+			os.Exit(exitCodeOf(s.(syscall.Signal)))
 		case <-i.done:
 		}
 	}()

@@ -143,6 +143,9 @@ func (m *mpiRank) run(_ *process, rank func(c comm.Comm) error) error {
 	// stuck call holding MPI, an exit that makes mpirun end the others).
 	c, stopWatch := m.j.watch(m.mc, m.j.rankLog(r), func(err error) {
 		m.j.report(err)
+		// A dead link can hang mpirun's abort: a reaper ends the
+		// launcher if the job has not ended after a grace period.
+		startReaper()
 		m.mc.Abort(ExitFailure)
 	})
 	defer stopWatch()
@@ -190,6 +193,7 @@ func (m *mpiRank) endTogether(c comm.Comm, cause error, code int) error {
 
 func (m *mpiRank) abort(c comm.Comm, err error) error {
 	m.j.report(err)
+	startReaper()
 	c.Abort(ExitFailure)
 	return &Exit{Code: ExitFailure}
 }

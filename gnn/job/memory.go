@@ -66,6 +66,12 @@ func processesOnNode() int {
 	return 1
 }
 
+// AvailableMemory is the memory this process may still take, in bytes,
+// and where that figure comes from (availableMemory); 0 when unknown.
+func AvailableMemory() (float64, string) {
+	return availableMemory("/proc/meminfo", "/proc/self/cgroup", "/sys/fs/cgroup")
+}
+
 // availableMemory is the memory this process may still take, in bytes,
 // and where that figure comes from: the least of MemAvailable in meminfo
 // and, for every cgroup from this process's up to the root, its limit less

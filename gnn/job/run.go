@@ -12,6 +12,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/comm"
 	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/comm/halo"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/data/predfile"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
@@ -439,15 +440,34 @@ func (j *job) startProfile() (func(), error) {
 	if j.spec.CPUProfile == "" {
 		return func() {}, nil
 	}
-	pf, err := os.Create(j.spec.CPUProfile)
+	// The profile goes to a temporary file renamed over the path when it
+	// stops (a link there is replaced, never written through).
+	path := j.spec.CPUProfile
+	tmp := outfile.TempName(path, os.Getpid())
+	outfile.Track(tmp)
+	pf, err := os.Create(tmp)
 	if err != nil {
+		outfile.Untrack(tmp)
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	if err := pprof.StartCPUProfile(pf); err != nil {
 		pf.Close()
+		os.Remove(tmp)
+		outfile.Untrack(tmp)
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
-	return func() { pprof.StopCPUProfile(); pf.Close() }, nil
+	return func() {
+		pprof.StopCPUProfile()
+		err := pf.Close()
+		if err == nil {
+			err = outfile.Publish(tmp, path)
+		}
+		if err != nil {
+			os.Remove(tmp)
+			fmt.Fprintf(j.env.Stderr, "gnn-spmd: --cpuprofile %s: %v\n", path, err)
+		}
+		outfile.Untrack(tmp)
+	}, nil
 }
 
 // quiet is the observer of a run nobody watches.

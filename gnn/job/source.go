@@ -73,6 +73,9 @@ func (j *job) load(ranks []int, q int, oneProcess bool, dist comm.Comm) (*source
 		if parts, err = partition.Partition(ds, split, q, s.Partition, s.PartitionSeed); err != nil {
 			return nil, err
 		}
+		if w := partition.EmptyPartsText(parts, q, s.Partition); w != "" && ranks[0] == 0 {
+			j.rankLog(0).Warn(w)
+		}
 		if oneProcess {
 			shards, err := partition.BuildShards(ds, split, parts, q)
 			if err != nil {
@@ -259,7 +262,7 @@ func loadDataset(s *Spec) (*data.Dataset, string, error) {
 	if s.Normalize {
 		ds.NormalizeFeatureRows()
 	}
-	split, err := PickSplit(ds, s.Data, s.Split)
+	split, err := PickSplit(ds, s.command(), s.Data, s.Split)
 	if err != nil {
 		return nil, "", err
 	}
@@ -270,8 +273,9 @@ func loadDataset(s *Spec) (*data.Dataset, string, error) {
 }
 
 // PickSplit returns the named split, or the dataset's only or first split;
-// path is where the dataset was read from.
-func PickSplit(ds *data.Dataset, path, name string) (string, error) {
+// path is where the dataset was read from, cmd the command that asks (for
+// the message).
+func PickSplit(ds *data.Dataset, cmd, path, name string) (string, error) {
 	names := ds.SplitNames()
 	if name == "" {
 		if len(names) == 0 {
@@ -280,7 +284,7 @@ func PickSplit(ds *data.Dataset, path, name string) (string, error) {
 		return names[0], nil
 	}
 	if _, ok := ds.Splits[name]; !ok {
-		return "", specErrorf("train: --split %q: %s has splits %v", name, path, names)
+		return "", specErrorf("%s: --split %q: %s has no such split (it has %v)", cmd, name, path, names)
 	}
 	return name, nil
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
@@ -114,14 +115,17 @@ func (s *Spec) Validate() error {
 		return specErrorf("%s: --partition: got %q, expected random, metis or ptscotch", s.command(), s.Partition)
 	case s.Partition == partition.MethodPTScotch && s.Parts == "" && !UnderMPI():
 		return specErrorf("%s: --partition ptscotch runs under mpirun (PT-Scotch partitions with the job's MPI ranks); in one process use metis", s.command())
+	case (s.Build.AddInverse || s.Build.AddSelfLoops) && (s.Parts != "" || !isDir(s.Data)):
+		return specErrorf("%s: %s applies to an OGB-layout directory, whose edge list it completes while loading; %s holds its final edges: convert the directory again with the flag (gnn-spmd convert %s)",
+			s.command(), buildFlagNames(s.Build), firstNonEmpty(s.Parts, s.Data), buildFlagNames(s.Build))
 	case s.Parts != "" && s.Normalize:
 		return specErrorf("%s: --normalize-features applies when loading --data, not to a --parts directory", s.command())
 	case s.EvalEvery < 1:
 		return specErrorf("%s: --eval-every: got %d, expected >= 1", s.command(), s.EvalEvery)
 	case s.CheckpointEvery < 1:
 		return specErrorf("%s: --checkpoint-every: got %d, expected >= 1", s.command(), s.CheckpointEvery)
-	case s.Keep < 1:
-		return specErrorf("%s: --keep: got %d, expected >= 1", s.command(), s.Keep)
+	case s.Keep < 1 || s.Keep > MaxKeep:
+		return specErrorf("%s: --keep: got %d, expected 1 to %d checkpoints", s.command(), s.Keep, MaxKeep)
 	case s.CommTimeout < 0:
 		return specErrorf("%s: --comm-timeout: got %v, expected >= 0 (0 = never)", s.command(), s.CommTimeout)
 	}
@@ -192,6 +196,36 @@ func (s *Spec) ThreadsPerRank(q int) int {
 func (s *Spec) checkpointing() bool { return s.Checkpoint != "" || s.Resume != "" || s.Weights != "" }
 
 // command is the subcommand the spec comes from, for its errors.
+// isDir reports whether path is a directory (an OGB-layout dataset); a
+// path that cannot be read is no directory, and reading it says why.
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+// buildFlagNames names the edge-list flags set in b.
+func buildFlagNames(b data.BuildOptions) string {
+	var f []string
+	if b.AddInverse {
+		f = append(f, "--add-inverse")
+	}
+	if b.AddSelfLoops {
+		f = append(f, "--self-loops")
+	}
+	return strings.Join(f, " ")
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// MaxKeep bounds --keep: each checkpoint write rotates the versions kept,
+// and a run checks every version's name before it starts.
+const MaxKeep = 1000
+
 func (s *Spec) command() string {
 	if s.Weights != "" {
 		return "predict"

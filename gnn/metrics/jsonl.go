@@ -13,16 +13,22 @@ import (
 	"slices"
 
 	"github.com/gnn-spmd/gnn-spmd/data"
+	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 )
 
 // Writer writes a metrics file: one JSON line per epoch, then the summary.
-// The file is created at the first line, so that a run that fails during
-// setup leaves none behind; every line is flushed, so that a user tailing
-// the file sees each epoch.
+// The first line goes to a temporary file beside the path, which is then
+// renamed over it (outfile.Publish): until the run has an epoch to show,
+// the previous file at the path (a complete earlier run) stays as it was,
+// a run that fails during setup leaves it untouched, and a symbolic link
+// at the path is replaced, never written through. Every later line is
+// appended to the published file at once, so that a user tailing it sees
+// each epoch; a line that cannot be written whole (a full disk) is cut off
+// again, so the file never ends in a torn line.
 type Writer struct {
 	path string
 	f    *os.File
-	w    *bufio.Writer
+	size int64 // bytes of the complete lines written
 }
 
 // NewWriter writes to path ("" writes nothing).
@@ -38,21 +44,49 @@ func (w *Writer) line(v any) error {
 	if w.path == "" {
 		return nil
 	}
-	if w.w == nil {
-		f, err := os.Create(w.path)
-		if err != nil {
-			return err
-		}
-		w.f, w.w = f, bufio.NewWriter(f)
-	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	w.w.Write(append(b, '\n'))
-	if err := w.w.Flush(); err != nil {
+	b = append(b, '\n')
+	if w.f == nil {
+		return w.publish(b)
+	}
+	if _, err := w.f.WriteAt(b, w.size); err != nil {
+		w.f.Truncate(w.size)
 		return fmt.Errorf("writing metrics to %s: %w", w.path, err)
 	}
+	w.size += int64(len(b))
+	return nil
+}
+
+// publish writes the first line to a temporary file and renames it over
+// the path.
+func (w *Writer) publish(b []byte) error {
+	tmp := outfile.TempName(w.path, os.Getpid())
+	outfile.Track(tmp)
+	defer outfile.Untrack(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+	if err == nil {
+		if _, err = f.Write(b); err == nil {
+			err = f.Sync()
+		}
+		if err == nil {
+			err = outfile.Publish(tmp, w.path)
+		}
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}
+	if err != nil {
+		var oe *outfile.Error
+		if errors.As(err, &oe) {
+			return err
+		}
+		return fmt.Errorf("writing metrics to %s: %w", w.path, err)
+	}
+	w.f, w.size = f, int64(len(b))
 	return nil
 }
 
@@ -89,7 +123,7 @@ const wantFile = "expected a metrics file written by train --metrics"
 // ReadFile reads a metrics file. A run without a summary line comes back
 // with Complete unset: it is still running or was killed.
 func ReadFile(path string) (*Log, error) {
-	f, err := os.Open(path)
+	f, err := outfile.OpenRegular(path)
 	if err != nil {
 		return nil, &data.InputError{File: path, Msg: "cannot open (" + reason(err) + "): " + wantFile}
 	}
@@ -97,7 +131,10 @@ func ReadFile(path string) (*Log, error) {
 	r := &Log{Path: path}
 	br := bufio.NewReader(f)
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
+		b, err := readLine(br, MaxLine)
+		if errors.Is(err, errLineTooLong) {
+			return nil, &data.InputError{File: path, Line: line, Msg: fmt.Sprintf("line longer than %d bytes: %s", MaxLine, wantFile)}
+		}
 		if err != nil && err != io.EOF {
 			// Reading a directory fails here, not at the open.
 			return nil, &data.InputError{File: path, Line: line, Msg: "cannot read (" + reason(err) + "): " + wantFile}
@@ -113,6 +150,27 @@ func ReadFile(path string) (*Log, error) {
 		}
 		if err == io.EOF {
 			return r, nil
+		}
+	}
+}
+
+// MaxLine is the longest line a metrics file may have: an epoch's line
+// holds a few numbers per layer.
+const MaxLine = 16 << 20
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads a line (with its newline, if any) of at most max bytes.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		b, err := br.ReadSlice('\n')
+		if len(line)+len(b) > max {
+			return nil, errLineTooLong
+		}
+		line = append(line, b...)
+		if err != bufio.ErrBufferFull {
+			return line, err
 		}
 	}
 }
