@@ -323,7 +323,7 @@ scripts/experiments.sh on $(uname -n): $(nproc) cores, $(awk '/MemTotal/ {printf
 every run: gnn-spmd train <dataset> --ranks Q --partition P --seed S --epochs $EPOCHS --hidden $HIDDEN <method> [--eval exact: every grid but core8, breadth and family*] --quiet --metrics FILE
 model: 3-layer GraphSAGE (mean), hidden $HIDDEN, Adam lr 0.01, no dropout, no weight decay, $EPOCHS epochs; compressed runs evaluated at full precision every epoch (--eval exact, then the default) but in grids core8, breadth and family* (the default --eval confirm)
 recommended-quant: --compress recommended, the setting of the grid's day: in the grids before family $RECOMMENDED1 on top of today's preset
-grid family: the generated members of FAMILY in scripts/experiments.sh (gnn-spmd gen --nodes 20000 --features 64 --degree D --snr S --homophily H --classes C --seed G), each with its partition, Q and model (sage and gcn: 3 layers, hidden 64, lr 0.01; gat: $(family_model gat | sed 's/ --epochs 100//')), 100 epochs; candidates tuned on the tune members: $(for m in rq-fixed rq-ak0.5 rq-ak1 rq-ak2; do echo -n "$m: $(method_args $m); "; done)
+grid family: the generated members of FAMILY in scripts/experiments.sh (gnn-spmd gen --nodes 20000 --features 64 --degree D --snr S --homophily H --classes C --seed G), each with its partition, Q and model (sage and gcn: 3 layers, hidden 64, lr 0.01; gat: $(family_model gat | sed 's/ --epochs 100//')), 100 epochs; candidates tuned on the tune members: $(for m in recommended1-quant rq-fixed rq-ak0.5 rq-ak1 rq-ak2; do echo -n "$m: $(method_args $m); "; done)
 grid family-real: $FAMILY_REAL with the core model, both partitions, Q = 4
 csbm100k: hidden $GEN_HIDDEN; csbm1m: $BIG_EPOCHS epochs, hidden $BIG_HIDDEN
 grid gat: the model flags $GAT_MODEL after all others (so the per-head hidden width is 8 on every dataset)
@@ -356,7 +356,7 @@ case ${1:-all} in
   more) more actor flickr csbm1m ;;
   gat) gat ;;
   family-tune) family 'tune*' "$FAMILY_SEEDS" full recommended-quant ;;
-  family-tune-candidates) family 'tune*' "$FAMILY_SEEDS" full rq-fixed rq-ak0.5 rq-ak1 rq-ak2 ;;
+  family-tune-candidates) family 'tune*' "$FAMILY_SEEDS" full recommended1-quant rq-fixed rq-ak0.5 rq-ak1 rq-ak2 ;;
   family-check) family 'check*' "$FAMILY_SEEDS" full recommended-quant ;;
   family-real) family_real full recommended-quant ;;
   report) report ;;

@@ -327,7 +327,7 @@ func writeRecommended(w io.Writer, res *Results) {
 		return
 	}
 	fmt.Fprintf(w, "## The recommended setting: full's accuracy with at most 5%% of its bytes (every grid that ran it)\n\n")
-	fmt.Fprintf(w, "Per group: recommended-quant − full in test-at-best-val (points), the margin (as in claim 1), and its bytes as %% of full's. Accuracy holds iff acc_rec >= acc_full − margin; PASS iff it holds and the bytes are at most 5%% of full's.\n\n")
+	fmt.Fprintf(w, "Per group: recommended-quant − full in test-at-best-val (points), the margin (as in claim 1), and its bytes as %% of full's. Accuracy holds iff acc_rec >= acc_full − margin; PASS iff it holds and the bytes are at most 5%% of full's. recommended-quant is the recommended setting of the day its grid ran (Setup says which).\n\n")
 	fmt.Fprintf(w, "- accuracy holds in %d / %d groups; %d / %d PASS\n\n", accurate, total, pass, total)
 	mdTable(w, rows)
 }
