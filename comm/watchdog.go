@@ -200,6 +200,30 @@ func (w *Watchdog) watch() {
 	}
 }
 
+// Waiting returns the call in progress when it has been blocked for at
+// least least, nil when the rank is not waiting that long: what it waits
+// in, for whom, and since when (Elapsed; Timeout is the watchdog's). Safe
+// from any goroutine: a signal handler asks it what the rank was doing.
+func (w *Watchdog) Waiting(least time.Duration) *TimeoutError {
+	s := w.since.Load()
+	if s == 0 {
+		return nil
+	}
+	op := w.op.Load()
+	if w.since.Load() != s || op == nil {
+		return nil // the call ended or a new one began meanwhile
+	}
+	elapsed := time.Since(w.base) - time.Duration(s-1)
+	if elapsed < least {
+		return nil
+	}
+	e := &TimeoutError{Rank: w.rank, Op: op.Name, Peers: op.Peers, Elapsed: elapsed, Timeout: w.timeout}
+	if a, ok := w.c.(Absentees); ok {
+		e.Absent = a.Absent(op.Peers)
+	}
+	return e
+}
+
 // Label implements Labeler.
 func (w *Watchdog) Label(op *Op) { w.next.Store(op) }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"sync/atomic"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
@@ -25,6 +26,9 @@ type job struct {
 	spec *Spec
 	env  Env
 	intr *interrupts
+	// wd is an MPI rank's --comm-timeout watchdog once it runs: a signal
+	// asks it what the rank is waiting in.
+	wd atomic.Pointer[comm.Watchdog]
 }
 
 // Run runs the job s asks for, as the ranks of this process: goroutine
@@ -56,7 +60,7 @@ func Run(s Spec, env Env) error {
 		}
 		defer mc.Close()
 		l, q = &mpiRank{j: j, mc: mc}, mc.Size()
-		j.intr = catchInterrupts(onSignal(&s, j.rankLog(mc.Rank()), mc.Rank() == 0))
+		j.intr = catchInterrupts(j.signalWhileWaiting(onSignal(&s, j.rankLog(mc.Rank()), mc.Rank() == 0)))
 	} else {
 		l, q = &localRanks{j: j, q: s.Ranks}, s.Ranks
 		j.intr = catchInterrupts(onSignal(&s, j.rankLog(0), true)) // the process's records carry rank 0
