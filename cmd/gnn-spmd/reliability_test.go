@@ -554,3 +554,30 @@ func TestSecondSignalRemovesTemps(t *testing.T) {
 		})
 	}
 }
+
+// TestPathNewlineOneLine: a path holding a newline (or a carriage return,
+// or a terminal escape) is printed escaped, so each error stays one line.
+func TestPathNewlineOneLine(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "6")
+	odd := filepath.Join(dir, "a\nb")
+	for _, args := range [][]string{
+		{"train", "--data", "a\nb"},
+		{"train", "--data", odd + "\r\x1b[2K.h5"},
+		{"inspect", odd},
+		{"partition", "--data", odd, "--parts", "2", "--out", filepath.Join(dir, "p")},
+		{"train", "--data", g, "--epochs", "1", "--checkpoint", filepath.Join(odd, "ck.h5")},
+		{"train", "--data", g, "--epochs", "1", "--metrics", filepath.Join(odd, "m.jsonl")},
+		{"gen", "--out", filepath.Join(odd, "g.h5"), "--nodes", "100"},
+	} {
+		code, _, stderr := runCLI(args...)
+		if code == 0 {
+			t.Errorf("%q: exit 0", args)
+			continue
+		}
+		if n := strings.Count(stderr, "\n"); n != 1 || strings.ContainsAny(stderr[:len(stderr)-1], "\r\x1b") ||
+			!strings.Contains(stderr, `a\nb`) {
+			t.Errorf("%q: want one line naming the path as a\\nb, got %d lines: %q", args, n, stderr)
+		}
+	}
+}

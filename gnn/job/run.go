@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 	"io"
 	"log/slog"
 	"os"
@@ -437,7 +438,10 @@ func (j *job) runInfo(p *process, c comm.Comm, v *gnn.View, loadSeconds float64)
 }
 
 // report prints err as the job's one line.
-func (j *job) report(err error) { fmt.Fprintf(j.env.Stderr, "gnn-spmd: %v\n", err) }
+// report prints err on one line (a newline in a path is escaped).
+func (j *job) report(err error) {
+	fmt.Fprintf(j.env.Stderr, "gnn-spmd: %s\n", oneline.String(err.Error()))
+}
 
 // startProfile starts --cpuprofile, returning the function that stops it.
 func (j *job) startProfile() (func(), error) {
@@ -468,7 +472,7 @@ func (j *job) startProfile() (func(), error) {
 		}
 		if err != nil {
 			os.Remove(tmp)
-			fmt.Fprintf(j.env.Stderr, "gnn-spmd: --cpuprofile %s: %v\n", path, err)
+			fmt.Fprintf(j.env.Stderr, "gnn-spmd: %s\n", oneline.String(fmt.Sprintf("--cpuprofile %s: %v", path, err)))
 		}
 		outfile.Untrack(tmp)
 	}, nil
