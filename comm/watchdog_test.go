@@ -206,3 +206,35 @@ func TestWatchdogWaiting(t *testing.T) {
 		t.Fatalf("Waiting = %+v", g)
 	}
 }
+
+// TestWatchdogWaitingAfterTimeout: once the watchdog has fired, Waiting
+// says nothing of the call still blocked: the timeout's line is the cause.
+func TestWatchdogWaitingAfterTimeout(t *testing.T) {
+	var before, after atomic.Pointer[TimeoutError]
+	var fired atomic.Bool
+	RunLocal(2, func(c *Local) error {
+		var w *Watchdog
+		w = NewWatchdog(c, WatchdogConfig{Timeout: 300 * time.Millisecond, OnTimeout: func(e *TimeoutError) {
+			if c.Rank() == 0 {
+				if got := w.Waiting(0); got != nil {
+					after.Store(got)
+				}
+				fired.Store(true)
+			}
+			c.Cancel(e)
+		}})
+		defer w.Stop()
+		if c.Rank() == 1 {
+			time.Sleep(100 * time.Millisecond)
+			if got := w.Waiting(0); got != nil {
+				before.Store(got) // not in a call
+			}
+			hang(w)
+			return nil
+		}
+		return w.Barrier()
+	})
+	if !fired.Load() || before.Load() != nil || after.Load() != nil {
+		t.Fatalf("fired %v; Waiting when idle %v, after the timeout %v", fired.Load(), before.Load(), after.Load())
+	}
+}
