@@ -121,6 +121,7 @@ type Watchdog struct {
 	next      atomic.Pointer[Op] // label of the next call
 	op        atomic.Pointer[Op] // the call in progress
 	since     atomic.Int64       // its start, ns after base, plus 1; 0 when idle
+	fired     atomic.Bool        // OnTimeout ran (or runs)
 	done      chan struct{}
 	stop      sync.Once
 }
@@ -190,6 +191,7 @@ func (w *Watchdog) watch() {
 			if a, ok := w.c.(Absentees); ok {
 				e.Absent = a.Absent(op.Peers)
 			}
+			w.fired.Store(true)
 			w.onTimeout(e)
 			return
 		}
@@ -198,6 +200,32 @@ func (w *Watchdog) watch() {
 			w.onSlow(e)
 		}
 	}
+}
+
+// Waiting returns the call in progress when it has been blocked for at
+// least least, nil when the rank is not waiting that long: what it waits
+// in, for whom, and since when (Elapsed; Timeout is the watchdog's). Nil
+// too once the call has reached the timeout: the watchdog reports that
+// itself. Safe from any goroutine: a signal handler asks it what the rank
+// was doing.
+func (w *Watchdog) Waiting(least time.Duration) *TimeoutError {
+	s := w.since.Load()
+	if s == 0 || w.fired.Load() {
+		return nil
+	}
+	op := w.op.Load()
+	if w.since.Load() != s || op == nil {
+		return nil // the call ended or a new one began meanwhile
+	}
+	elapsed := time.Since(w.base) - time.Duration(s-1)
+	if elapsed < least || elapsed >= w.timeout {
+		return nil
+	}
+	e := &TimeoutError{Rank: w.rank, Op: op.Name, Peers: op.Peers, Elapsed: elapsed, Timeout: w.timeout}
+	if a, ok := w.c.(Absentees); ok {
+		e.Absent = a.Absent(op.Peers)
+	}
+	return e
 }
 
 // Label implements Labeler.

@@ -172,3 +172,69 @@ func TestWatchdogGuard(t *testing.T) {
 		t.Errorf("the group failed %v after the start, want within [%v, %v]", failed, timeout, timeout+time.Second)
 	}
 }
+
+// TestWatchdogWaiting: Waiting names the call in progress, whom it waits
+// for and since when, once it has waited long enough; nil when idle.
+func TestWatchdogWaiting(t *testing.T) {
+	op := &Op{Name: "halo exchange forward layer 0", Peers: []int{1}}
+	var got atomic.Pointer[TimeoutError]
+	var idle, early *TimeoutError
+	done := make(chan struct{})
+	watchedGroup(t, 2, 2*time.Second, func(w *Watchdog) error {
+		if w.Rank() == 1 {
+			<-done
+			w.Comm().(*Local).Cancel(errors.New("done"))
+			return nil
+		}
+		idle = w.Waiting(0)
+		go func() {
+			defer close(done)
+			time.Sleep(50 * time.Millisecond)
+			early = w.Waiting(time.Second)
+			time.Sleep(250 * time.Millisecond)
+			got.Store(w.Waiting(200 * time.Millisecond))
+		}()
+		Label(w, op)
+		return w.Barrier()
+	})
+	<-done
+	g := got.Load()
+	if idle != nil || early != nil {
+		t.Fatalf("Waiting before a call or before its time: %v, %v", idle, early)
+	}
+	if g == nil || g.Op != op.Name || len(g.Peers) != 1 || g.Peers[0] != 1 || g.Elapsed < 250*time.Millisecond || g.Timeout != 2*time.Second {
+		t.Fatalf("Waiting = %+v", g)
+	}
+}
+
+// TestWatchdogWaitingAfterTimeout: once the watchdog has fired, Waiting
+// says nothing of the call still blocked: the timeout's line is the cause.
+func TestWatchdogWaitingAfterTimeout(t *testing.T) {
+	var before, after atomic.Pointer[TimeoutError]
+	var fired atomic.Bool
+	RunLocal(2, func(c *Local) error {
+		var w *Watchdog
+		w = NewWatchdog(c, WatchdogConfig{Timeout: 300 * time.Millisecond, OnTimeout: func(e *TimeoutError) {
+			if c.Rank() == 0 {
+				if got := w.Waiting(0); got != nil {
+					after.Store(got)
+				}
+				fired.Store(true)
+			}
+			c.Cancel(e)
+		}})
+		defer w.Stop()
+		if c.Rank() == 1 {
+			time.Sleep(100 * time.Millisecond)
+			if got := w.Waiting(0); got != nil {
+				before.Store(got) // not in a call
+			}
+			hang(w)
+			return nil
+		}
+		return w.Barrier()
+	})
+	if !fired.Load() || before.Load() != nil || after.Load() != nil {
+		t.Fatalf("fired %v; Waiting when idle %v, after the timeout %v", fired.Load(), before.Load(), after.Load())
+	}
+}

@@ -98,6 +98,7 @@ import "C"
 
 import (
 	"fmt"
+	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 	"io"
 	"os"
 	"strings"
@@ -150,7 +151,7 @@ func init() {
 	// init would end the process before main.
 	if len(os.Args) > 1 && os.Args[1] == "devices" {
 		if err := Report(os.Stdout); err != nil {
-			fmt.Fprintf(os.Stderr, "gnn-spmd: %v\n", err)
+			fmt.Fprintf(os.Stderr, "gnn-spmd: %s\n", oneline.String(err.Error()))
 		}
 		os.Exit(1)
 	}

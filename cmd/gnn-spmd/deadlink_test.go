@@ -20,8 +20,9 @@ import (
 // line naming the rank and the exchange that timed out. Open MPI's abort
 // cannot reach the daemon behind the dead link and used to hang for
 // minutes; the rank's reaper ends the launcher (gnn/job/reaper.go).
-// `go test` runs one direction, alternating by the clock;
-// GNN_SPMD_DEADLINK=all (make test-deadlink) runs both.
+// Each case takes 15 to 25 s: `go test` runs one of the three, chosen by
+// the clock; GNN_SPMD_DEADLINK=all (make test-deadlink) runs them all, and
+// =long only the case with --comm-timeout 60s, which Open MPI ends first.
 func TestDeadLink(t *testing.T) {
 	h := makeHosts(t)
 	needTools(t, "traffic control", "tc")
@@ -39,17 +40,25 @@ func TestDeadLink(t *testing.T) {
 		}
 	}
 	_ = partition.PartFileName
-	const timeout = 10 * time.Second
 	cases := []struct {
-		name  string
-		hosts []int // the hosts whose sending is cut
-	}{{"host1-sends-nothing", []int{1}}, {"both-directions", []int{0, 1}}}
-	if os.Getenv("GNN_SPMD_DEADLINK") != "all" {
-		cases = cases[time.Now().Unix()%2:][:1]
+		name    string
+		hosts   []int         // the hosts whose sending is cut
+		timeout time.Duration // --comm-timeout
+	}{{"host1-sends-nothing", []int{1}, 10 * time.Second}, {"both-directions", []int{0, 1}, 10 * time.Second},
+		// Open MPI notices the lost daemon before a long timeout fires and
+		// ends the job itself: the ranks it signals say what they waited in.
+		{"host1-sends-nothing-60s", []int{1}, time.Minute}}
+	switch os.Getenv("GNN_SPMD_DEADLINK") {
+	case "all":
+	case "long":
+		cases = cases[2:]
+	default:
+		cases = cases[time.Now().Unix()%3:][:1]
 	}
 	for _, c := range cases {
+		timeout := c.timeout
 		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+timeout)
 			defer cancel()
 			cmd := h.mpirun(ctx, t, q, "train", "--parts", filepath.Join(h.scratch, "parts"), "--epochs", "100000", "--hidden", "8",
 				"--progress", "lines", "--comm-timeout", timeout.String())
@@ -104,8 +113,11 @@ func TestDeadLink(t *testing.T) {
 			}
 			found := false
 			for _, l := range lines {
-				found = found || strings.Contains(l, "did not complete within the "+timeout.String()+" timeout") && strings.Contains(l, "rank ") &&
-					(strings.Contains(l, "exchange") || strings.Contains(l, "all-reduce"))
+				// The watchdog's line, or, when the launcher ended the job
+				// first, the line of a rank its signal found waiting.
+				found = found || (strings.Contains(l, "did not complete within the "+timeout.String()+" timeout") ||
+					strings.Contains(l, " received after waiting ") && strings.Contains(l, "before the "+timeout.String()+" --comm-timeout")) &&
+					strings.Contains(l, "rank ") && (strings.Contains(l, "exchange") || strings.Contains(l, "all-reduce"))
 			}
 			if !found {
 				t.Errorf("no line names the rank and the exchange that timed out:\n%s\n%s", strings.Join(out, "\n"), strings.Join(errOut, "\n"))

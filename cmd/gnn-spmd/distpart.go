@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 	"io"
 	"os"
 	"os/signal"
@@ -61,7 +62,7 @@ func runPartitionMPI(d distPartition, stdout, stderr io.Writer) error {
 	var made atomic.Pointer[partition.Output] // out, for the watchdog's goroutine
 	if d.timeout > 0 {
 		w := comm.NewWatchdog(mc, comm.WatchdogConfig{Timeout: d.timeout, OnTimeout: func(e *comm.TimeoutError) {
-			fmt.Fprintf(stderr, "gnn-spmd: %v; aborting the job (--comm-timeout)\n", e)
+			fmt.Fprintf(stderr, "gnn-spmd: %s; aborting the job (--comm-timeout)\n", oneline.String(e.Error()))
 			made.Load().Abort() // a leader's temporary directory
 			mc.Abort(1)
 		}})
@@ -146,7 +147,7 @@ func endPartition(c comm.Comm, rank int, err error, stderr io.Writer) error {
 		if rank != 0 && !strings.HasPrefix(msg, "rank ") {
 			msg = fmt.Sprintf("rank %d: %s", rank, msg)
 		}
-		fmt.Fprintf(stderr, "gnn-spmd: %s\n", msg)
+		fmt.Fprintf(stderr, "gnn-spmd: %s\n", oneline.String(msg))
 	}
 	c.Barrier()
 	return &job.Exit{Code: job.ExitCode(err)}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 	"io"
 	"os"
 	"path/filepath"
@@ -173,7 +174,7 @@ func runPartition(args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	if w := partition.EmptyPartsText(parts, *q, *method); w != "" {
-		fmt.Fprintf(stderr, "gnn-spmd: warning: partition: %s\n", w)
+		fmt.Fprintf(stderr, "gnn-spmd: warning: partition: %s\n", oneline.String(w))
 	}
 	partitioned := time.Now()
 	if err := partition.WritePartition(*out, ds, split, *method, *seed, parts, *q); err != nil {

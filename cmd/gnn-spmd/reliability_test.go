@@ -503,3 +503,81 @@ func TestSignalRemovesTemps(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondSignalRemovesTemps: a second SIGTERM or SIGINT to train, sent
+// while the checkpoint that the first one asked for is being written,
+// ends the process at once with 128 + the signal and removes the
+// checkpoint's temporary file.
+func TestSecondSignalRemovesTemps(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "5")
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			out := filepath.Join(dir, sig.String())
+			if err := os.Mkdir(out, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			// A checkpoint of about 50 MB (hidden 1024: the weights and
+			// Adam's two moments) takes long enough to write to be caught.
+			cmd := cliCmd(ctx, t, "train", "--data", g, "--epochs", "100000", "--hidden", "1024", "--progress", "lines",
+				"--checkpoint", filepath.Join(out, "ck.h5"))
+			watch, seen := lineSeen("epoch    1")
+			r := start(t, cmd, watch)
+			select {
+			case <-seen:
+			case <-time.After(40 * time.Second):
+				cmd.Process.Kill()
+				_, o, e := r.wait()
+				t.Fatalf("no epoch 1 within 40 s:\n%s\n%s", strings.Join(o, "\n"), strings.Join(e, "\n"))
+			}
+			cmd.Process.Signal(sig)
+			var tmp []string
+			for begin := time.Now(); len(tmp) == 0 && time.Since(begin) < 30*time.Second; time.Sleep(time.Millisecond) {
+				tmp, _ = filepath.Glob(filepath.Join(out, ".*.tmp"))
+			}
+			if len(tmp) == 0 {
+				cmd.Process.Kill()
+				r.wait()
+				t.Fatalf("no temporary checkpoint file appeared after the first %v", sig)
+			}
+			cmd.Process.Signal(sig)
+			err, _, errOut := r.wait()
+			left, _ := filepath.Glob(filepath.Join(out, ".*.tmp"))
+			if code := exitCodeOf(err); code != 128+int(sig) {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, 128+int(sig), strings.Join(errOut, "\n"))
+			}
+			if len(left) != 0 {
+				t.Errorf("temporary files left after the second %v: %v", sig, left)
+			}
+		})
+	}
+}
+
+// TestPathNewlineOneLine: a path holding a newline (or a carriage return,
+// or a terminal escape) is printed escaped, so each error stays one line.
+func TestPathNewlineOneLine(t *testing.T) {
+	dir := t.TempDir()
+	g := genGraph(t, dir, "6")
+	odd := filepath.Join(dir, "a\nb")
+	for _, args := range [][]string{
+		{"train", "--data", "a\nb"},
+		{"train", "--data", odd + "\r\x1b[2K.h5"},
+		{"inspect", odd},
+		{"partition", "--data", odd, "--parts", "2", "--out", filepath.Join(dir, "p")},
+		{"train", "--data", g, "--epochs", "1", "--checkpoint", filepath.Join(odd, "ck.h5")},
+		{"train", "--data", g, "--epochs", "1", "--metrics", filepath.Join(odd, "m.jsonl")},
+		{"gen", "--out", filepath.Join(odd, "g.h5"), "--nodes", "100"},
+	} {
+		code, _, stderr := runCLI(args...)
+		if code == 0 {
+			t.Errorf("%q: exit 0", args)
+			continue
+		}
+		if n := strings.Count(stderr, "\n"); n != 1 || strings.ContainsAny(stderr[:len(stderr)-1], "\r\x1b") ||
+			!strings.Contains(stderr, `a\nb`) {
+			t.Errorf("%q: want one line naming the path as a\\nb, got %d lines: %q", args, n, stderr)
+		}
+	}
+}

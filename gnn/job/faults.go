@@ -138,6 +138,45 @@ func onSignal(s *Spec, log *slog.Logger, reporting bool) func(syscall.Signal) {
 	}
 }
 
+// waitingReported is how long a rank must have been blocked in one
+// collective or exchange for a signal to make it say what it waits for: a
+// healthy run's calls take milliseconds.
+const waitingReported = time.Second
+
+// SignalWhileWaitingError is the line a rank prints when a signal finds
+// it blocked in a collective or exchange. Under mpirun the signal is, as a
+// rule, the launcher ending the job (Open MPI on losing a host's daemon
+// behind a dead link, before --comm-timeout fires) and SIGKILL follows
+// within a second (odls_base_sigkill_timeout): this line is then the only
+// word of what the rank was waiting for.
+type SignalWhileWaitingError struct {
+	Signal syscall.Signal
+	*comm.TimeoutError
+}
+
+func (e *SignalWhileWaitingError) Error() string {
+	msg := fmt.Sprintf("comm: rank %d: %s received after waiting %v in %s for %s", e.Rank, signalName(e.Signal), e.Elapsed.Round(100*time.Millisecond), e.Op, comm.PeerText(e.Peers))
+	if e.Absent != "" {
+		msg += " (" + e.Absent + ")"
+	}
+	return msg + fmt.Sprintf(", before the %v --comm-timeout; under mpirun the launcher is ending the job (a rank or a host lost)", e.Timeout)
+}
+
+// signalWhileWaiting reports, on one line, a rank that the first signal
+// finds blocked in a watched call for waitingReported or longer, then
+// runs next (the request to stop after the epoch, which goes on should
+// the call complete).
+func (j *job) signalWhileWaiting(next func(syscall.Signal)) func(syscall.Signal) {
+	return func(sig syscall.Signal) {
+		if w := j.wd.Load(); w != nil {
+			if e := w.Waiting(waitingReported); e != nil {
+				j.report(&SignalWhileWaitingError{Signal: sig, TimeoutError: e})
+			}
+		}
+		next(sig)
+	}
+}
+
 // InterruptedError ends a run that a signal stopped at an epoch boundary.
 type InterruptedError struct {
 	Signal        syscall.Signal // 0: received by another rank

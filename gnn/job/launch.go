@@ -149,6 +149,10 @@ func (m *mpiRank) run(_ *process, rank func(c comm.Comm) error) error {
 		m.mc.Abort(ExitFailure)
 	})
 	defer stopWatch()
+	if w, ok := c.(*comm.Watchdog); ok {
+		m.j.wd.Store(w)
+		defer m.j.wd.Store(nil)
+	}
 	return rank(c)
 }
 

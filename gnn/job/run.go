@@ -3,10 +3,12 @@ package job
 import (
 	"errors"
 	"fmt"
+	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 	"io"
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"sync/atomic"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm"
@@ -25,6 +27,9 @@ type job struct {
 	spec *Spec
 	env  Env
 	intr *interrupts
+	// wd is an MPI rank's --comm-timeout watchdog once it runs: a signal
+	// asks it what the rank is waiting in.
+	wd atomic.Pointer[comm.Watchdog]
 }
 
 // Run runs the job s asks for, as the ranks of this process: goroutine
@@ -56,7 +61,7 @@ func Run(s Spec, env Env) error {
 		}
 		defer mc.Close()
 		l, q = &mpiRank{j: j, mc: mc}, mc.Size()
-		j.intr = catchInterrupts(onSignal(&s, j.rankLog(mc.Rank()), mc.Rank() == 0))
+		j.intr = catchInterrupts(j.signalWhileWaiting(onSignal(&s, j.rankLog(mc.Rank()), mc.Rank() == 0)))
 	} else {
 		l, q = &localRanks{j: j, q: s.Ranks}, s.Ranks
 		j.intr = catchInterrupts(onSignal(&s, j.rankLog(0), true)) // the process's records carry rank 0
@@ -433,7 +438,10 @@ func (j *job) runInfo(p *process, c comm.Comm, v *gnn.View, loadSeconds float64)
 }
 
 // report prints err as the job's one line.
-func (j *job) report(err error) { fmt.Fprintf(j.env.Stderr, "gnn-spmd: %v\n", err) }
+// report prints err on one line (a newline in a path is escaped).
+func (j *job) report(err error) {
+	fmt.Fprintf(j.env.Stderr, "gnn-spmd: %s\n", oneline.String(err.Error()))
+}
 
 // startProfile starts --cpuprofile, returning the function that stops it.
 func (j *job) startProfile() (func(), error) {
@@ -464,7 +472,7 @@ func (j *job) startProfile() (func(), error) {
 		}
 		if err != nil {
 			os.Remove(tmp)
-			fmt.Fprintf(j.env.Stderr, "gnn-spmd: --cpuprofile %s: %v\n", path, err)
+			fmt.Fprintf(j.env.Stderr, "gnn-spmd: %s\n", oneline.String(fmt.Sprintf("--cpuprofile %s: %v", path, err)))
 		}
 		outfile.Untrack(tmp)
 	}, nil

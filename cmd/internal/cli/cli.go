@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 	"io"
 	"os"
 	"strings"
@@ -66,7 +67,7 @@ func Report(program string, err error, stderr io.Writer) int {
 	}
 	var r interface{ Reported() bool }
 	if !errors.As(err, &r) || !r.Reported() {
-		fmt.Fprintf(stderr, "%s: %v\n", program, err)
+		fmt.Fprintf(stderr, "%s: %s\n", program, oneline.String(err.Error()))
 	}
 	var c interface{ ExitCode() int }
 	if errors.As(err, &c) {
