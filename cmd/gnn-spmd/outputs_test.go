@@ -165,12 +165,7 @@ func TestCheckpointLocked(t *testing.T) {
 func TestCheckpointDiskFull(t *testing.T) {
 	dir := t.TempDir()
 	g := genGraph(t, dir, "3")
-	fs := filepath.Join(dir, "fs")
-	os.Mkdir(fs, 0o755)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", fs).CombinedOutput(); err != nil {
-		t.Skipf("a small tmpfs is needed to fill a file system (mount as root): %v %s", err, out)
-	}
-	defer exec.Command("umount", "-l", fs).Run()
+	fs := smallFS(t, dir, "4m")
 	ck := filepath.Join(fs, "ck.h5")
 	train := []string{"train", "--data", g, "--hidden", "64", "--quiet", "--checkpoint", ck, "--checkpoint-every", "1", "--keep", "3"}
 	if code, _, stderr := runCLI(append(train, "--epochs", "3")...); code != 0 {
@@ -182,14 +177,7 @@ func TestCheckpointDiskFull(t *testing.T) {
 		before[v] = digestFiles(t, fs)[v]
 	}
 	// Fill what is left.
-	fill, _ := os.Create(filepath.Join(fs, "fill"))
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := fill.Write(buf); err != nil {
-			break
-		}
-	}
-	fill.Close()
+	fillFS(fs, 64<<10)
 	code, _, stderr := runCLI(append(train, "--epochs", "3")...)
 	if code != job.ExitFailure || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "no space left on device") {
 		t.Errorf("on a full disk: exit %d, %q; want exit 1 and one line saying no space is left", code, stderr)
@@ -230,4 +218,29 @@ func TestPartitionStaleTemps(t *testing.T) {
 			t.Errorf("%s left", p)
 		}
 	}
+}
+
+// smallFS mounts a tmpfs of the given size under dir, unmounted when the
+// test ends, and skips the test where it cannot (mounting needs root).
+func smallFS(t *testing.T, dir, size string) string {
+	t.Helper()
+	fs := filepath.Join(dir, "fs")
+	os.Mkdir(fs, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", fs).CombinedOutput(); err != nil {
+		t.Skipf("a small tmpfs is needed to fill a file system (mount as root): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", fs).Run() })
+	return fs
+}
+
+// fillFS writes into fs, chunk bytes at a time, until no chunk fits.
+func fillFS(fs string, chunk int) {
+	fill, _ := os.Create(filepath.Join(fs, "fill"))
+	buf := make([]byte, chunk)
+	for {
+		if _, err := fill.Write(buf); err != nil {
+			break
+		}
+	}
+	fill.Close()
 }

@@ -197,12 +197,7 @@ func checkMetricsLines(t *testing.T, path string) int {
 func TestMetricsPublished(t *testing.T) {
 	dir := t.TempDir()
 	g := genGraph(t, dir, "3")
-	fs := filepath.Join(dir, "fs")
-	os.Mkdir(fs, 0o755)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", fs).CombinedOutput(); err != nil {
-		t.Skipf("a small tmpfs is needed to fill a file system (mount as root): %v %s", err, out)
-	}
-	defer exec.Command("umount", "-l", fs).Run()
+	fs := smallFS(t, dir, "1m")
 	m := filepath.Join(fs, "m.jsonl")
 	train := []string{"train", "--data", g, "--hidden", "4", "--quiet", "--metrics", m}
 	if code, _, stderr := runCLI(append(train, "--epochs", "2")...); code != 0 {
@@ -211,14 +206,7 @@ func TestMetricsPublished(t *testing.T) {
 	prev, _ := os.ReadFile(m)
 	spare := filepath.Join(fs, "spare")
 	os.WriteFile(spare, make([]byte, 4096), 0o644)
-	fill, _ := os.Create(filepath.Join(fs, "fill"))
-	buf := make([]byte, 4096)
-	for {
-		if _, err := fill.Write(buf); err != nil {
-			break
-		}
-	}
-	fill.Close()
+	fillFS(fs, 4096)
 	code, _, stderr := runCLI(append(train, "--epochs", "50")...)
 	if code != job.ExitFailure || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "no space left on device") {
 		t.Errorf("on a full disk: exit %d, %q; want exit 1 and one line saying no space is left", code, stderr)
@@ -395,12 +383,7 @@ func TestGenEstimatesFirst(t *testing.T) {
 func TestCheckpointFitsSmallDisk(t *testing.T) {
 	dir := t.TempDir()
 	g := genGraph(t, dir, "3")
-	fs := filepath.Join(dir, "fs")
-	os.Mkdir(fs, 0o755)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", fs).CombinedOutput(); err != nil {
-		t.Skipf("a small tmpfs is needed (mount as root): %v %s", err, out)
-	}
-	defer exec.Command("umount", "-l", fs).Run()
+	fs := smallFS(t, dir, "64k")
 	ck := filepath.Join(fs, "ck.h5")
 	if code, _, stderr := runCLI("train", "--data", g, "--epochs", "2", "--hidden", "4", "--quiet", "--checkpoint", ck); code != 0 {
 		t.Fatalf("a checkpoint that fits was refused: %s", stderr)
