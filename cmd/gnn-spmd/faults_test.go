@@ -387,10 +387,10 @@ func TestMPIRankKilledCheckpoint(t *testing.T) {
 	}
 }
 
-// TestMPICheckpointWriterKilled: rank 0 is SIGKILLed inside its second
-// checkpoint write, once the temporary file exists (here a FIFO put in its
-// place, whose open blocks the writer): the checkpoint of the first write
-// stays and verifies, the temporary file is not mistaken for a checkpoint,
+// TestMPICheckpointWriterKilled: rank 0 is SIGKILLed inside a checkpoint
+// write, once the temporary file exists (here a FIFO put in its place,
+// whose open blocks the writer): the checkpoint of the write before stays
+// and verifies, the temporary file is not mistaken for a checkpoint,
 // and a later run resumes from the checkpoint, leaving the stale temporary
 // file alone.
 func TestMPICheckpointWriterKilled(t *testing.T) {
@@ -404,11 +404,23 @@ func TestMPICheckpointWriterKilled(t *testing.T) {
 	for !exists(ck) {
 		time.Sleep(time.Millisecond)
 	}
-	// Rank 0 is between its first and second write (30 epochs apart):
-	// the second one's temporary file becomes a FIFO.
+	// Rank 0 is stopped between two writes (30 epochs apart; on a loaded
+	// machine not always the first and second): the next one's temporary
+	// file becomes a FIFO.
 	pid := rankPid(t, r.cmd, 0)
-	syscall.Kill(pid, syscall.SIGSTOP)
 	tmp := outfile.TempName(ck, pid)
+	for {
+		stop(pid)
+		if !exists(tmp) {
+			break
+		}
+		syscall.Kill(pid, syscall.SIGCONT)
+		time.Sleep(time.Millisecond)
+	}
+	first := verified(t, ck)
+	if first >= 90 {
+		t.Fatalf("rank 0 was stopped after its last write (epoch %d): the run outpaced the test", first)
+	}
 	if err := syscall.Mkfifo(tmp, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -426,8 +438,8 @@ func TestMPICheckpointWriterKilled(t *testing.T) {
 	if time.Since(killed) > 30*time.Second {
 		t.Errorf("the job took %v to end", time.Since(killed))
 	}
-	if e := verified(t, ck); e != 30 {
-		t.Errorf("the checkpoint holds epoch %d, want 30 (the first write)", e)
+	if e := verified(t, ck); e != first {
+		t.Errorf("the checkpoint holds epoch %d, want %d (the last whole write)", e, first)
 	}
 	if st, err := os.Stat(tmp); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
 		t.Fatalf("the temporary file of the killed write: %v, %v", st, err)
@@ -449,6 +461,19 @@ func TestMPICheckpointWriterKilled(t *testing.T) {
 	}
 	if exists(tmp) {
 		t.Errorf("the temporary file of the killed write is still there")
+	}
+}
+
+// stop sends SIGSTOP to process pid and waits until it is stopped.
+func stop(pid int) {
+	syscall.Kill(pid, syscall.SIGSTOP)
+	for {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		// The state follows the command name's closing parenthesis.
+		if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] == 'T' {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
