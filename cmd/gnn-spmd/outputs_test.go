@@ -126,16 +126,7 @@ func TestCheckpointLocked(t *testing.T) {
 	dir := t.TempDir()
 	g := genGraph(t, dir, "3")
 	ck, m := filepath.Join(dir, "ck.h5"), filepath.Join(dir, "m.jsonl")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	watch, seen := lineSeen("epoch ")
-	first := start(t, cliCmd(ctx, t, "train", "--data", g, "--epochs", "100000", "--hidden", "8", "--progress", "lines",
-		"--checkpoint", ck, "--metrics", m), watch)
-	select {
-	case <-seen:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first run printed no epoch")
-	}
+	first := startWriting(t, g, "--checkpoint", ck, "--metrics", m)
 	pid := first.cmd.Process.Pid
 	for _, args := range [][]string{
 		{"train", "--data", g, "--epochs", "1", "--checkpoint", ck},
@@ -243,4 +234,21 @@ func fillFS(fs string, chunk int) {
 		}
 	}
 	fill.Close()
+}
+
+// startWriting starts a run on g that trains until stopped (at most a
+// minute), with its outputs given by args, and returns once it has
+// printed an epoch.
+func startWriting(t *testing.T, g string, args ...string) *running {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	watch, seen := lineSeen("epoch ")
+	r := start(t, cliCmd(ctx, t, append([]string{"train", "--data", g, "--epochs", "100000", "--hidden", "8", "--progress", "lines"}, args...)...), watch)
+	select {
+	case <-seen:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first run printed no epoch")
+	}
+	return r
 }
