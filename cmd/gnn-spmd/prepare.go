@@ -6,11 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/cmd/internal/cli"
@@ -21,6 +19,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/data/outfile"
 	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn/job"
+	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 )
 
 func runGen(args []string, stdout, stderr io.Writer) error {
@@ -59,11 +58,9 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 		return cli.Usagef("gen: %d nodes, degree %g, %d features need an estimated %s of memory but %s is available (%s): generate a smaller graph",
 			*nodes, *degree, *features, humanBytes(int64(mem)), humanBytes(int64(avail)), from)
 	}
-	var st syscall.Statfs_t
-	if dir := filepath.Dir(*out); syscall.Statfs(dir, &st) == nil {
-		if free := float64(st.Bavail) * float64(st.Bsize); file > free {
-			return cli.Usagef("gen: --out %s: the dataset needs an estimated %s but %s has %s free", *out, humanBytes(int64(file)), dir, humanBytes(int64(free)))
-		}
+	dir := filepath.Dir(*out)
+	if free, ok := outfile.FreeBytes(dir); ok && file > float64(free) {
+		return cli.Usagef("gen: --out %s: the dataset needs an estimated %s but %s has %s free", *out, humanBytes(int64(file)), dir, humanBytes(free))
 	}
 	start := time.Now()
 	ds, err := gen.Generate(opt)

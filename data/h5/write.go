@@ -92,11 +92,8 @@ func Create(name string, attrs []Attr, arrays []Array) error {
 	}
 	f.Close()
 	need := Size(attrs, arrays)
-	var st syscall.Statfs_t
-	if syscall.Statfs(filepath.Dir(name), &st) == nil {
-		if free := int64(st.Bavail) * st.Bsize; free < need {
-			return fmt.Errorf("the file needs about %d bytes, %s has %d free: %w", need, filepath.Dir(name), free, syscall.ENOSPC)
-		}
+	if free, ok := outfile.FreeBytes(filepath.Dir(name)); ok && free < need {
+		return fmt.Errorf("the file needs about %d bytes, %s has %d free: %w", need, filepath.Dir(name), free, syscall.ENOSPC)
 	}
 	return withHDF5(func() error { return writeContent(name, attrs, arrays) })
 }

@@ -169,11 +169,20 @@ func explain(path string, err error) error {
 	if errors.Is(err, syscall.ENOSPC) {
 		return err
 	}
-	var st syscall.Statfs_t
-	if syscall.Statfs(filepath.Dir(path), &st) == nil && st.Bavail*uint64(st.Bsize) < 1<<20 {
-		return fmt.Errorf("no space left on device (%d bytes free in %s): %w", st.Bavail*uint64(st.Bsize), filepath.Dir(path), err)
+	if free, ok := FreeBytes(filepath.Dir(path)); ok && free < 1<<20 {
+		return fmt.Errorf("no space left on device (%d bytes free in %s): %w", free, filepath.Dir(path), err)
 	}
 	return err
+}
+
+// FreeBytes is the space an unprivileged writer has left on the file
+// system of dir; ok is false where it cannot be read.
+func FreeBytes(dir string) (free int64, ok bool) {
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil {
+		return 0, false
+	}
+	return int64(st.Bavail) * st.Bsize, true
 }
 
 func syncPath(path string) error {

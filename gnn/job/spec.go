@@ -195,7 +195,6 @@ func (s *Spec) ThreadsPerRank(q int) int {
 // checkpointing reports whether the run needs its identity (fingerprints).
 func (s *Spec) checkpointing() bool { return s.Checkpoint != "" || s.Resume != "" || s.Weights != "" }
 
-// command is the subcommand the spec comes from, for its errors.
 // isDir reports whether path is a directory (an OGB-layout dataset); a
 // path that cannot be read is no directory, and reading it says why.
 func isDir(path string) bool {
@@ -226,6 +225,7 @@ func firstNonEmpty(a, b string) string {
 // and a run checks every version's name before it starts.
 const MaxKeep = 1000
 
+// command is the subcommand the spec comes from, for its errors.
 func (s *Spec) command() string {
 	if s.Weights != "" {
 		return "predict"
