@@ -98,7 +98,6 @@ import "C"
 
 import (
 	"fmt"
-	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 	"io"
 	"os"
 	"strings"
@@ -106,6 +105,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/cgo/cublas"
 	"github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe/cudalib"
 	"github.com/gnn-spmd/gnn-spmd/cgo/nccl"
+	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 )
 
 var (

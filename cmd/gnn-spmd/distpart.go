@@ -6,7 +6,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 	"io"
 	"os"
 	"os/signal"
@@ -21,6 +20,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn/job"
+	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 )
 
 // distPartition is a partition command's flags.

@@ -3,7 +3,6 @@ package job
 import (
 	"errors"
 	"fmt"
-	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 	"io"
 	"log/slog"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/gnn"
 	"github.com/gnn-spmd/gnn-spmd/gnn/ckpt"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
+	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
 )
 
@@ -437,8 +437,8 @@ func (j *job) runInfo(p *process, c comm.Comm, v *gnn.View, loadSeconds float64)
 	return info, nil
 }
 
-// report prints err as the job's one line.
-// report prints err on one line (a newline in a path is escaped).
+// report prints err as the job's one line (a newline in a path is
+// escaped).
 func (j *job) report(err error) {
 	fmt.Fprintf(j.env.Stderr, "gnn-spmd: %s\n", oneline.String(err.Error()))
 }
@@ -472,7 +472,7 @@ func (j *job) startProfile() (func(), error) {
 		}
 		if err != nil {
 			os.Remove(tmp)
-			fmt.Fprintf(j.env.Stderr, "gnn-spmd: %s\n", oneline.String(fmt.Sprintf("--cpuprofile %s: %v", path, err)))
+			j.report(fmt.Errorf("--cpuprofile %s: %w", path, err))
 		}
 		outfile.Untrack(tmp)
 	}, nil

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/gnn-spmd/gnn-spmd/internal/oneline"
 )
 
 // UsageError marks an error in the command line itself.
