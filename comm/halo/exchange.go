@@ -97,7 +97,7 @@ type Exchange[P any] struct {
 
 	res     Residual
 	states  [][2]residual // per layer, forward and backward
-	scratch residualScratch
+	scratch residualScratch[P]
 
 	// wireOut and wireIn hold all peers' encoded payloads, one allocation
 	// each (MPI addresses the peers' parts by offsets from one base);
@@ -193,7 +193,7 @@ func (x *Exchange[P]) transportWith(layer, dir int, traffic []int64, sizes []int
 		}
 	}
 	// Every caller has waited for the memory already (now, timed or a
-	// Sync; the residual paths use host memory, which has nothing queued).
+	// Sync).
 	start := time.Now()
 	comm.Label(x.tr, &x.ops[layer][dir])
 	err := move()
@@ -217,8 +217,7 @@ func (x *Exchange[P]) Forward(layer int, h *kernels.Mat) error {
 		return fmt.Errorf("halo forward: matrix has %d rows, expected %d owned + %d halo", h.Rows, pl.Owned, pl.HaloRows())
 	}
 	if x.residualOn(0, c) {
-		hx, mem, _ := hostResidual(x)
-		return residualForward(hx, mem, layer, h, c)
+		return residualForward(x, x.residualMemory(), layer, h, c)
 	}
 	start, err := x.now()
 	if err != nil {
@@ -272,12 +271,10 @@ func (x *Exchange[P]) BackwardSend(layer int, dh *kernels.Mat) error {
 		return fmt.Errorf("halo backward: matrix has %d rows, expected %d halo rows", dh.Rows, pl.HaloRows())
 	}
 	if x.residualOn(1, c) {
-		hx, mem, _ := hostResidual(x)
-		return residualBackwardSend(hx, mem, layer, dh, c)
+		return residualBackwardSend(x, x.residualMemory(), layer, dh, c)
 	}
 	if x.gradSkipOn(c) {
-		hx, mem, _ := hostResidual(x)
-		return skipGradSend(hx, mem, layer, dh, c)
+		return skipGradSend(x, x.residualMemory(), layer, dh, c)
 	}
 	x.stage = x.mem.Scratch(&x.stageBuf, pl.SendRows(), f)
 	if c.Raw() { // raw rows go from dh and land in the stage
@@ -315,8 +312,7 @@ func (x *Exchange[P]) BackwardAdd(layer int, own *kernels.Mat) error {
 		return fmt.Errorf("halo backward: owned rows %dx%d, expected %d rows as wide as the gradients sent", own.Rows, own.Cols, pl.Owned)
 	}
 	if x.residualOn(1, c) {
-		hx, mem, _ := hostResidual(x)
-		return residualBackwardAdd(hx, mem, layer, own, c)
+		return residualBackwardAdd(x, x.residualMemory(), layer, own, c)
 	}
 	start, err := x.now()
 	if err != nil {
@@ -334,7 +330,11 @@ func (x *Exchange[P]) BackwardAdd(layer int, own *kernels.Mat) error {
 		if !c.Raw() {
 			x.mem.Decode(c, x.recvB[p], &x.stage, pl.sendStart[p], pl.sendStart[p]+len(rows))
 		}
-		x.mem.ScatterAdd(rows, &x.stage, pl.sendStart[p], own)
+		if skip {
+			x.residualMemory().ScatterAddOnce(rows, &x.stage, pl.sendStart[p], own)
+		} else {
+			x.mem.ScatterAdd(rows, &x.stage, pl.sendStart[p], own)
+		}
 	}
 	return x.timed(start, &x.meter.CodecSeconds) // the scatter-add counts as decoding
 }

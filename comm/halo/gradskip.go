@@ -2,7 +2,6 @@ package halo
 
 import (
 	"math"
-	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/comm/codec"
 	"github.com/gnn-spmd/gnn-spmd/kernels"
@@ -25,21 +24,21 @@ func (x *Exchange[P]) gradSkipOn(c codec.Spec) bool {
 	return x.res.SkipGrad > 0 && !c.Raw() && !x.residualOn(1, c)
 }
 
-// gradBitmap sets bit k of bitmap when row lo+k of dh (k < n) is to be
-// sent: its squared norm is at least tau times the mean of the n rows', or
-// the row is not finite (so that a diverging run shows at the owner). It
-// clears the others and returns the number of bits set. The sums run in
-// float64 in row order, so the choice depends on nothing but the values.
-func gradBitmap(dh *kernels.Mat, lo, n int, tau float32, norms []float64, bitmap []byte) int {
+// gradBitmap sets bit k of bitmap when row k of n = len(norms) is to be
+// sent: its squared norm norms[k] is at least tau times the mean of the n
+// rows', or the row is not finite (so that a diverging run shows at the
+// owner). It clears the others and returns the number of bits set. The
+// sums run in float64 in row order, so the choice depends on nothing but
+// the values.
+func gradBitmap(norms []float64, tau float32, bitmap []byte) int {
 	clear(bitmap)
-	rowSqNorms(dh.Data[lo*dh.Cols:(lo+n)*dh.Cols], dh.Cols, norms[:n])
 	var total float64
-	for _, s := range norms[:n] {
+	for _, s := range norms {
 		total += s
 	}
-	cut := float64(tau) * total / float64(max(n, 1))
+	cut := float64(tau) * total / float64(max(len(norms), 1))
 	kept := 0
-	for k, s := range norms[:n] {
+	for k, s := range norms {
 		// !(s < cut) keeps NaN rows; an infinite total keeps every row.
 		if !(s < cut) || math.IsInf(total, 0) {
 			bitmap[k>>3] |= 1 << (k & 7)
@@ -76,7 +75,7 @@ func rowSqNorms(x []float32, f int, out []float64) {
 }
 
 // pick lists the entries of rows whose bit is set in bitmap, in order.
-func (r *residualScratch) pick(rows []int32, bitmap []byte) []int32 {
+func (r *residualScratch[P]) pick(rows []int32, bitmap []byte) []int32 {
 	r.keep = r.keep[:0]
 	for k, i := range rows {
 		if bitmap[k>>3]&(1<<(k&7)) != 0 {
@@ -88,28 +87,34 @@ func (r *residualScratch) pick(rows []int32, bitmap []byte) []int32 {
 
 // skipGradSend is BackwardSend with gradient row skipping: each peer's
 // payload is the bitmap of its rows, then the kept rows.
-func skipGradSend(x *Exchange[[]byte], mem ResidualMemory, layer int, dh *kernels.Mat, c codec.Spec) error {
+func skipGradSend[P any](x *Exchange[P], mem ResidualMemory[P], layer int, dh *kernels.Mat, c codec.Spec) error {
 	pl, r, f, q := x.plan, &x.scratch, dh.Cols, x.plan.Size()
 	r.prepare(q, max(pl.HaloRows(), pl.SendRows()))
 	if cap(r.norms) < pl.HaloRows() {
 		r.norms = make([]float64, pl.HaloRows())
 	}
 	x.stage = mem.Scratch(&x.stageBuf, pl.SendRows(), f)
-	start := time.Now()
-	// Every payload staged at its largest size (every row kept).
-	r.wire = cutBytes(r.wire, r.wireP, func(p int) int { return bitmapSize(pl.recvRows[p]) + c.WireSize(pl.recvRows[p], f) })
+	start, err := x.now()
+	if err != nil {
+		return err
+	}
+	// Every payload staged at its largest size (every row kept), its
+	// bitmap at its head.
+	r.wire = x.cut(r.wire, r.wireP, func(p int) int { return bitmapSize(pl.recvRows[p]) + c.WireSize(pl.recvRows[p], f) })
+	r.bitsOut = cutBytes(r.bitsOut, r.outB, func(p int) int { return bitmapSize(pl.recvRows[p]) })
 	for p := range q {
-		n, lead := pl.recvRows[p], bitmapSize(pl.recvRows[p])
-		bitmap := r.wireP[p][:lead]
-		kept := gradBitmap(dh, pl.RecvStart[p], n, x.res.SkipGrad, r.norms, bitmap)
+		n, lead, bitmap := pl.recvRows[p], bitmapSize(pl.recvRows[p]), r.outB[p]
+		mem.RowSqNorms(dh, pl.RecvStart[p], r.norms[:n])
+		kept := gradBitmap(r.norms[:n], x.res.SkipGrad, bitmap)
 		x.sizes[p] = lead + c.WireSize(kept, f)
-		x.sendB[p] = r.wireP[p][:x.sizes[p]]
-		mem.EncodeRows(c, dh, r.rows(bitmap, pl.RecvStart[p], n), x.sendB[p][lead:],
+		x.sendB[p] = mem.Slice(r.wireP[p], 0, x.sizes[p])
+		mem.Put(mem.Slice(r.wireP[p], 0, lead), bitmap)
+		mem.EncodeOnce(c, dh, r.rows(bitmap, pl.RecvStart[p], n), mem.Slice(r.wireP[p], lead, x.sizes[p]-lead),
 			codec.SeedFor(x.seed, x.epoch, layer, 1, pl.Rank, p))
 	}
 	x.wireIn = x.cut(x.wireIn, x.recvB, func(p int) int { return bitmapSize(pl.sendRows[p]) + c.WireSize(pl.sendRows[p], f) })
 	if err := x.timed(start, &x.meter.CodecSeconds); err != nil {
 		return err
 	}
-	return transportShort(x, layer, 1, x.meter.Bwd[layer], pl.sendRows, c, f)
+	return transportShort(x, mem, layer, 1, x.meter.Bwd[layer], pl.sendRows, c, f)
 }

@@ -17,7 +17,11 @@ func TestGradBitmap(t *testing.T) {
 	m := kernels.Mat{Rows: 6, Cols: 2, Data: []float32{9, 9, 3, 4, 0.3, -0.4, 2, 0, 0, 0, 1, 0}}
 	norms := make([]float64, 5)
 	bitmap := []byte{0xff}
-	if n := gradBitmap(&m, 1, 5, 0.5, norms, bitmap); bitmap[0] != 0b00101 || n != 2 {
+	gradNorms := func() []float64 {
+		rowSqNorms(m.Data[2:], 2, norms) // rows 1..5
+		return norms
+	}
+	if n := gradBitmap(gradNorms(), 0.5, bitmap); bitmap[0] != 0b00101 || n != 2 {
 		t.Errorf("bitmap %08b (%d rows), expected 00000101 (2 rows)", bitmap[0], n)
 	}
 	for _, bad := range []float32{nan, inf} {
@@ -26,7 +30,7 @@ func TestGradBitmap(t *testing.T) {
 		if math.IsInf(float64(bad), 0) {
 			want = 0b11111
 		}
-		if n := gradBitmap(&m, 1, 5, 0.5, norms, bitmap); bitmap[0]&want != want {
+		if n := gradBitmap(gradNorms(), 0.5, bitmap); bitmap[0]&want != want {
 			t.Errorf("%v in a row: bitmap %08b (%d rows), expected at least %08b", bad, bitmap[0], n, want)
 		}
 	}
@@ -165,6 +169,7 @@ func BenchmarkGradBitmap(b *testing.B) {
 	norms, bitmap := make([]float64, n), make([]byte, bitmapSize(n))
 	b.SetBytes(4 * n * f)
 	for b.Loop() {
-		gradBitmap(dh, 0, n, 0.1, norms, bitmap)
+		rowSqNorms(dh.Data, f, norms)
+		gradBitmap(norms, 0.1, bitmap)
 	}
 }

@@ -13,9 +13,8 @@ import (
 // CPU's exchange. The zero Host is ready; it is not safe for concurrent use
 // (every rank has its own).
 type Host struct {
-	gather     []float32 // the rows of one encode, gathered
-	dmax, mmax []uint32  // per row of one residual: its and its residual's largest magnitude
-	delta      []float32 // DeltaEncode's row scratch
+	gather []float32 // the rows of one encode, gathered
+	delta  []float32 // DeltaEncode's row scratch
 }
 
 // NewHost is the exchange of a rank whose rows live in host memory, over a
@@ -98,21 +97,35 @@ func bytesOf(f []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
 }
 
-func (h *Host) Residual(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat, skip codec.Skip, bitmap []byte) int {
+// The operations of residual coding and gradient row skipping
+// (ResidualMemory).
+
+func (*Host) Residual(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat, dmax, mmax []uint32) {
 	f, n := m.Cols, len(idx)
-	if cap(h.dmax) < n {
-		h.dmax, h.mmax = make([]uint32, n), make([]uint32, n)
-	}
-	dmax, mmax := h.dmax[:n], h.mmax[:n]
 	dd, ss := d.Data[lo*f:(lo+n)*f], state.Data[lo*f:(lo+n)*f]
-	if !residualSubFast(dd, m.Data, ss, idx, f, dmax, mmax) {
-		residualSubGo(dd, m.Data, ss, idx, f, dmax, mmax)
+	if !residualSubFast(dd, m.Data, ss, idx, f, dmax[:n], mmax[:n]) {
+		residualSubGo(dd, m.Data, ss, idx, f, dmax[:n], mmax[:n])
 	}
-	if bitmap == nil {
-		return n
-	}
-	return keep(dmax, mmax, skip, bitmap)
 }
+
+func (*Host) RowSqNorms(m *kernels.Mat, lo int, out []float64) {
+	f := m.Cols
+	rowSqNorms(m.Data[lo*f:(lo+len(out))*f], f, out)
+}
+
+// EncodeOnce and ScatterAddOnce are EncodeRows and ScatterAdd: the host
+// keeps no copy of a row list.
+func (h *Host) EncodeOnce(c codec.Spec, m *kernels.Mat, idx []int32, dst []byte, seed uint64) {
+	h.EncodeRows(c, m, idx, dst, seed)
+}
+
+func (h *Host) ScatterAddOnce(idx []int32, src *kernels.Mat, lo int, dst *kernels.Mat) {
+	h.ScatterAdd(idx, src, lo, dst)
+}
+
+func (*Host) Put(dst, src []byte)              { copy(dst, src) }
+func (*Host) Get(dst, src []byte)              { copy(dst, src) }
+func (*Host) Zeros(rows, cols int) kernels.Mat { return *kernels.NewMat(rows, cols) }
 
 // residualSubGo is d row k = m row idx[k] - s row k, with the rows'
 // largest magnitudes as bits (magnitude).

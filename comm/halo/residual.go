@@ -40,16 +40,34 @@ type Residual struct {
 	SkipGrad float32
 }
 
-// ResidualMemory is a host Memory that residual coding runs on (the bitmaps
-// are read on the host), with the row operation it adds.
-type ResidualMemory interface {
-	Memory[[]byte]
+// ResidualMemory is a Memory that residual coding and gradient row
+// skipping run on, with the row operations they add. Which rows go is
+// decided on the host, by the same code for every memory, from a few
+// numbers per row that these operations return; the bitmaps that say so
+// are host bytes, copied into the head of each payload sent and out of
+// each payload received.
+type ResidualMemory[P any] interface {
+	Memory[P]
 	// Residual writes d's rows [lo, lo+len(idx)) = m's rows idx minus
-	// state's rows [lo, lo+len(idx)). With a bitmap it sets bit k when row
-	// lo+k of d where skip keeps the row (codec.Skip.Keeps, against the
-	// largest magnitude of m's row idx[k]), clears it otherwise, and returns
-	// the number of bits set; without one it returns len(idx).
-	Residual(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat, skip codec.Skip, bitmap []byte) int
+	// state's rows [lo, lo+len(idx)), and sets dmax[k] and mmax[k] to the
+	// largest magnitudes (magnitude: float32 bits without the sign) of d's
+	// row lo+k and of m's row idx[k].
+	Residual(idx []int32, m, state *kernels.Mat, lo int, d *kernels.Mat, dmax, mmax []uint32)
+	// RowSqNorms sets out[k] to the squared norm of m's row lo+k, summed in
+	// float64 in column order (rowSqNorms).
+	RowSqNorms(m *kernels.Mat, lo int, out []float64)
+	// EncodeOnce and ScatterAddOnce are EncodeRows and ScatterAdd for row
+	// lists whose contents change from call to call (the rows a bitmap
+	// keeps), which a device must not keep a copy of.
+	EncodeOnce(c codec.Spec, m *kernels.Mat, idx []int32, dst P, seed uint64)
+	ScatterAddOnce(idx []int32, src *kernels.Mat, lo int, dst *kernels.Mat)
+	// Put copies host bytes into a payload (len(src) bytes of dst); Get
+	// copies a payload's bytes out (len(dst) bytes of src).
+	Put(dst P, src []byte)
+	Get(dst []byte, src P)
+	// Zeros allocates a rows x cols matrix of zeros that lives as long as
+	// the exchange (residual state).
+	Zeros(rows, cols int) kernels.Mat
 }
 
 // residual is the state of one exchange (layer, direction): sent holds the
@@ -78,37 +96,40 @@ func (x *Exchange[P]) sides(dir int) (send, recv side) {
 }
 
 // residualScratch is what residual coding reuses between exchanges.
-type residualScratch struct {
-	d, dBuf   kernels.Mat // the residuals, then their decoded values
-	iota      []int32     // iota[i] = i: a contiguous range as a row list
-	keep      []int32     // the rows one bitmap keeps
-	outB, inB [][]byte    // per peer, the bitmaps at the head of the payloads sent and received
-	sentK     []int       // rows kept per peer
-	got       []int       // bytes received per peer under skipping
-	wire      []byte      // the payloads sent, all peers
-	wireP     [][]byte    // their per-peer views, at their largest
-	norms     []float64   // gradient skipping: the rows' squared norms
+type residualScratch[P any] struct {
+	d, dBuf         kernels.Mat // the residuals, then their decoded values
+	iota            []int32     // iota[i] = i: a contiguous range as a row list
+	keep            []int32     // the rows one bitmap keeps
+	outB, inB       [][]byte    // per peer, the bitmaps at the head of the payloads sent and received
+	bitsOut, bitsIn []byte      // their memory
+	dmax, mmax      []uint32    // per row of one peer: its residual's and its own largest magnitude
+	sentK           []int       // rows kept per peer
+	got             []int       // bytes received per peer under skipping
+	wire            P           // the payloads sent, all peers
+	wireP           []P         // their per-peer views, at their largest
+	norms           []float64   // gradient skipping: the rows' squared norms
 }
 
 // prepare sizes the scratch for q peers and states of up to rows rows.
-func (r *residualScratch) prepare(q, rows int) {
+func (r *residualScratch[P]) prepare(q, rows int) {
 	if len(r.iota) < rows {
 		r.iota = make([]int32, rows)
 		for i := range r.iota {
 			r.iota[i] = int32(i)
 		}
 		r.keep = make([]int32, 0, rows)
+		r.dmax, r.mmax = make([]uint32, rows), make([]uint32, rows)
 	}
 	if len(r.outB) != q {
 		r.outB, r.inB = make([][]byte, q), make([][]byte, q)
 		r.sentK, r.got = make([]int, q), make([]int, q)
-		r.wireP = make([][]byte, q)
+		r.wireP = make([]P, q)
 	}
 }
 
 // rows lists the rows [lo, lo+n) whose bit is set in bitmap, or all of
 // them when bitmap is nil.
-func (r *residualScratch) rows(bitmap []byte, lo, n int) []int32 {
+func (r *residualScratch[P]) rows(bitmap []byte, lo, n int) []int32 {
 	if bitmap == nil {
 		return r.iota[lo : lo+n]
 	}
@@ -174,26 +195,33 @@ func cutBytes(buf []byte, out [][]byte, n func(p int) int) []byte {
 	return buf[:total]
 }
 
-// hostResidual is x as a host exchange with a memory that runs residual
-// coding, or an error.
-func hostResidual[P any](x *Exchange[P]) (*Exchange[[]byte], ResidualMemory, error) {
-	if hx, ok := any(x).(*Exchange[[]byte]); ok {
-		if mem, ok := hx.mem.(ResidualMemory); ok {
-			return hx, mem, nil
-		}
+// residualMemory is x's memory as one that runs residual coding and
+// gradient row skipping (every memory of this module does).
+func (x *Exchange[P]) residualMemory() ResidualMemory[P] {
+	mem, ok := x.mem.(ResidualMemory[P])
+	if !ok {
+		panic(fmt.Sprintf("halo: a %T memory runs no residual coding (SetResidual refuses it)", x.mem))
 	}
-	return nil, nil, fmt.Errorf("residual coding and gradient row skipping run on host memory only, not in a %T exchange", x.mem)
+	return mem
+}
+
+// ShortTransport is a transport that receives payloads shorter than their
+// buffers, whose size only their sender knows (comm.Comm.AllToAllVShort):
+// the payloads of an exchange that leaves rows out.
+type ShortTransport[P any] interface {
+	AllToAllVShort(send, recv []P, got []int) error
 }
 
 // SetResidual switches residual coding on or off for the exchanges that
 // follow (the trainer turns it off for evaluation passes, which are not
-// part of the training stream). It fails when the exchange's memory cannot
-// run it.
+// part of the training stream). It fails when the exchange's memory or
+// transport cannot run it.
 func (x *Exchange[P]) SetResidual(r Residual) error {
-	if r.Any() {
-		if _, _, err := hostResidual(x); err != nil {
-			return err
-		}
+	if _, ok := x.mem.(ResidualMemory[P]); r.Any() && !ok {
+		return fmt.Errorf("residual coding and gradient row skipping need a memory that runs them, not %T", x.mem)
+	}
+	if _, ok := x.tr.(ShortTransport[P]); (r.On() && r.Skip > 0 || r.SkipGrad > 0) && !ok {
+		return fmt.Errorf("skipping rows needs a transport that receives short payloads, not %T", x.tr)
 	}
 	x.res = r
 	return nil
@@ -223,7 +251,7 @@ func (x *Exchange[P]) state(layer, dir, cols int) (*residual, error) {
 	s := &x.states[layer][dir]
 	if s.cols == 0 {
 		send, recv := x.sides(dir)
-		*s = newResidual(cols, sumInts(send.Rows), sumInts(recv.Rows))
+		*s = x.newResidual(cols, sumInts(send.Rows), sumInts(recv.Rows))
 	}
 	if s.cols != cols {
 		return nil, fmt.Errorf("residual state of layer %d is %d wide, its rows %d", layer, s.cols, cols)
@@ -231,8 +259,10 @@ func (x *Exchange[P]) state(layer, dir, cols int) (*residual, error) {
 	return s, nil
 }
 
-func newResidual(cols, sent, recv int) residual {
-	return residual{cols: cols, sent: *kernels.NewMat(sent, cols), recv: *kernels.NewMat(recv, cols)}
+// newResidual is a zero state in the exchange's memory.
+func (x *Exchange[P]) newResidual(cols, sent, recv int) residual {
+	mem := x.residualMemory()
+	return residual{cols: cols, sent: mem.Zeros(sent, cols), recv: mem.Zeros(recv, cols)}
 }
 
 // ResidualBytes is the memory the residual state holds on this rank.
@@ -240,7 +270,7 @@ func (x *Exchange[P]) ResidualBytes() int64 {
 	var n int64
 	for _, l := range x.states {
 		for _, s := range l {
-			n += 4 * int64(len(s.sent.Data)+len(s.recv.Data))
+			n += 4 * int64(s.sent.Len()+s.recv.Len())
 		}
 	}
 	return n
@@ -253,26 +283,28 @@ func (x *Exchange[P]) ResidualBytes() int64 {
 // payload leads with its bitmap, and its receiver learns from that bitmap
 // how many rows follow (residualTransport). With measure set it adds
 // comp_error's sums of the rows against the updated st.sent to the meter.
-func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c codec.Spec, src *kernels.Mat, idx func(p int) []int32, st *residual, measure bool) error {
+func residualEncode[P any](x *Exchange[P], mem ResidualMemory[P], layer, dir int, c codec.Spec, src *kernels.Mat, idx func(p int) []int32, st *residual, measure bool) error {
 	pl, r, f, q := x.plan, &x.scratch, src.Cols, x.plan.Size()
 	send, recv := x.sides(dir)
 	r.prepare(q, max(st.sent.Rows, st.recv.Rows))
-	start := time.Now()
+	start, err := x.now()
+	if err != nil {
+		return err
+	}
 	lead := x.bitmapBytes
 	seed := func(p int) uint64 { return codec.SeedFor(x.seed, x.epoch, layer, dir, pl.Rank, p) }
-	// Every peer's payload is staged at its largest size (every row kept),
-	// its bitmap first.
-	r.wire = cutBytes(r.wire, r.wireP, func(p int) int { return lead(send.Rows[p]) + c.WireSize(send.Rows[p], f) })
-	for p := range q {
-		r.outB[p] = r.wireP[p][:lead(send.Rows[p])]
-	}
-	h, fused := mem.(*Host)
+	// Every peer's payload is staged at its largest size (every row kept);
+	// its bitmap goes at its head.
+	r.wire = x.cut(r.wire, r.wireP, func(p int) int { return lead(send.Rows[p]) + c.WireSize(send.Rows[p], f) })
+	r.bitsOut = cutBytes(r.bitsOut, r.outB, func(p int) int { return lead(send.Rows[p]) })
+	h, fused := any(mem).(*Host)
 	if fused && fast && c.DeltaFused() && f > 0 {
 		// One pass per row: residual, skip test, code, the state's update
 		// and comp_error.
 		for p := range q {
 			lo, n := send.Start[p], send.Rows[p]
-			k, e, nn := h.DeltaEncode(c, idx(p), src, &st.sent, lo, n, x.skipRule(p), x.bitmap(r.outB, p), r.wireP[p][lead(n):], seed(p))
+			wire := any(r.wireP[p]).([]byte)
+			k, e, nn := h.DeltaEncode(c, idx(p), src, &st.sent, lo, n, x.skipRule(p), x.bitmap(r.outB, p), wire[lead(n):], seed(p))
 			r.sentK[p] = k
 			if measure {
 				x.meter.ErrSq[layer] += e
@@ -283,18 +315,27 @@ func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c c
 		r.d = mem.Scratch(&r.dBuf, st.sent.Rows, f)
 		for p := range q {
 			lo, n := send.Start[p], send.Rows[p]
-			r.sentK[p] = mem.Residual(idx(p), src, &st.sent, lo, &r.d, x.skipRule(p), x.bitmap(r.outB, p))
-			rows := r.rows(x.bitmap(r.outB, p), lo, n)
-			wire := r.wireP[p][lead(n) : lead(n)+c.WireSize(len(rows), f)]
-			if x.res.Skip > 0 {
-				mem.EncodeRows(c, &r.d, rows, wire, seed(p))
+			mem.Residual(idx(p), src, &st.sent, lo, &r.d, r.dmax[:n], r.mmax[:n])
+			bitmap := x.bitmap(r.outB, p)
+			r.sentK[p] = n
+			if bitmap != nil {
+				r.sentK[p] = keep(r.dmax[:n], r.mmax[:n], x.skipRule(p), bitmap)
+			}
+			rows := r.rows(bitmap, lo, n)
+			wire := mem.Slice(r.wireP[p], lead(n), c.WireSize(len(rows), f))
+			if bitmap != nil {
+				mem.EncodeOnce(c, &r.d, rows, wire, seed(p))
 			} else {
 				mem.Encode(c, &r.d, lo, lo+n, wire, seed(p))
 			}
 			// The sender decodes its own payload into residual rows it has
 			// encoded, and adds them into its copy of the receiver's state.
 			mem.Decode(c, wire, &r.d, lo, lo+len(rows))
-			mem.ScatterAdd(rows, &r.d, lo, &st.sent)
+			if bitmap != nil {
+				mem.ScatterAddOnce(rows, &r.d, lo, &st.sent)
+			} else {
+				mem.ScatterAdd(rows, &r.d, lo, &st.sent)
+			}
 			if measure {
 				// comp_error: what the receiver's rows miss of the sender's now.
 				e, nn := mem.SqDiff(idx(p), src, &st.sent, lo)
@@ -304,8 +345,11 @@ func residualEncode(x *Exchange[[]byte], mem ResidualMemory, layer, dir int, c c
 		}
 	}
 	for p := range q {
+		if b := r.outB[p]; len(b) > 0 {
+			mem.Put(mem.Slice(r.wireP[p], 0, len(b)), b)
+		}
 		x.sizes[p] = lead(send.Rows[p]) + c.WireSize(r.sentK[p], f)
-		x.sendB[p] = r.wireP[p][:x.sizes[p]]
+		x.sendB[p] = mem.Slice(r.wireP[p], 0, x.sizes[p])
 	}
 	// The peers' payloads, likewise at their largest.
 	x.wireIn = x.cut(x.wireIn, x.recvB, func(p int) int { return lead(recv.Rows[p]) + c.WireSize(recv.Rows[p], f) })
@@ -323,65 +367,69 @@ func (x *Exchange[P]) bitmapBytes(n int) int {
 
 // residualTransport sends the payloads residualEncode staged, short ones
 // under skipping (transportShort).
-func residualTransport(x *Exchange[[]byte], layer, dir int, c codec.Spec, f int, traffic []int64) error {
+func residualTransport[P any](x *Exchange[P], mem ResidualMemory[P], layer, dir int, c codec.Spec, f int, traffic []int64) error {
 	if x.res.Skip <= 0 {
 		return x.transport(layer, dir, traffic, x.sizes)
 	}
 	_, recv := x.sides(dir)
-	return transportShort(x, layer, dir, traffic, recv.Rows, c, f)
-}
-
-// shortTransport is a host transport that receives payloads shorter than
-// their buffers (comm.Comm.AllToAllVShort).
-type shortTransport interface {
-	AllToAllVShort(send, recv [][]byte, got []int) error
+	return transportShort(x, mem, layer, dir, traffic, recv.Rows, c, f)
 }
 
 // transportShort is transport for payloads under skipping: each leads with
 // the bitmap of its rows (rows[p] from peer p) and carries only the rows
-// whose bits are set, a size that only its sender knows. It cuts each
-// received payload into its bitmap (the scratch's inB) and its rows
-// (x.recvB), and checks that the payload's size agrees with the bitmap.
-func transportShort(hx *Exchange[[]byte], layer, dir int, traffic []int64, rows []int, c codec.Spec, f int) error {
-	tr, short := hx.tr.(shortTransport)
-	if !short {
-		return fmt.Errorf("halo %s of layer %d: skipping rows needs a host transport that receives short payloads, not %T", dirName[dir], layer, hx.tr)
-	}
-	r := &hx.scratch // prepared by the encoder
-	if err := hx.transportWith(layer, dir, traffic, hx.sizes, func() error { return tr.AllToAllVShort(hx.sendB, hx.recvB, r.got) }); err != nil {
+// whose bits are set, a size that only its sender knows. It copies each
+// received payload's bitmap to the host (the scratch's inB), leaves its
+// rows in x.recvB, and checks that the payload's size agrees with the
+// bitmap.
+func transportShort[P any](x *Exchange[P], mem ResidualMemory[P], layer, dir int, traffic []int64, rows []int, c codec.Spec, f int) error {
+	tr := x.tr.(ShortTransport[P]) // SetResidual checked
+	r := &x.scratch                // prepared by the encoder
+	if err := x.transportWith(layer, dir, traffic, x.sizes, func() error { return tr.AllToAllVShort(x.sendB, x.recvB, r.got) }); err != nil {
 		return err
 	}
-	for p, b := range hx.recvB {
+	r.bitsIn = cutBytes(r.bitsIn, r.inB, func(p int) int { return bitmapSize(rows[p]) })
+	for p, b := range x.recvB {
 		n, kept := bitmapSize(rows[p]), 0
 		if r.got[p] >= n {
-			r.inB[p] = b[:n]
+			mem.Get(r.inB[p], mem.Slice(b, 0, n))
 			kept = popcount(r.inB[p])
 		}
 		if want := n + c.WireSize(kept, f); r.got[p] != want {
 			return fmt.Errorf("halo %s of layer %d: rank %d sent %d bytes, expected a %d-byte bitmap and the %d rows it marks (%d bytes)",
 				dirName[dir], layer, p, r.got[p], n, kept, want)
 		}
-		hx.recvB[p] = b[n:r.got[p]]
+		x.recvB[p] = mem.Slice(b, n, r.got[p]-n)
 	}
 	return nil
+}
+
+// scatterAdd adds src's rows [lo, lo+len(rows)) into dst's rows, where
+// rows may be the rows a bitmap kept (a list that changes every call).
+func scatterAdd[P any](mem ResidualMemory[P], bitmap []byte, rows []int32, src *kernels.Mat, lo int, dst *kernels.Mat) {
+	if bitmap != nil {
+		mem.ScatterAddOnce(rows, src, lo, dst)
+		return
+	}
+	mem.ScatterAdd(rows, src, lo, dst)
 }
 
 // residualDecode is the receiver's half for peer p: it adds the decoded
 // residuals of payload src into the rows [lo, lo+n) of st.recv, staging
 // them in rows [at, at+kept) of m where the host cannot fuse the two.
-func residualDecode(x *Exchange[[]byte], mem ResidualMemory, c codec.Spec, p int, src []byte, st *residual, lo, n int, m *kernels.Mat, at int) {
+func residualDecode[P any](x *Exchange[P], mem ResidualMemory[P], c codec.Spec, p int, src P, st *residual, lo, n int, m *kernels.Mat, at int) {
 	r := &x.scratch
-	rows := r.rows(x.bitmap(r.inB, p), lo, n)
-	if h, ok := mem.(*Host); ok && fast && h.DecodeAdd(c, rows, src, &st.recv, nil) {
+	bitmap := x.bitmap(r.inB, p)
+	rows := r.rows(bitmap, lo, n)
+	if h, ok := any(mem).(*Host); ok && fast && h.DecodeAdd(c, rows, any(src).([]byte), &st.recv, nil) {
 		return
 	}
 	mem.Decode(c, src, m, at, at+len(rows))
-	mem.ScatterAdd(rows, m, at, &st.recv)
+	scatterAdd(mem, bitmap, rows, m, at, &st.recv)
 }
 
 // residualForward is Forward with residual coding: the receiver's halo rows
 // are its reconstructions.
-func residualForward(x *Exchange[[]byte], mem ResidualMemory, layer int, h *kernels.Mat, c codec.Spec) error {
+func residualForward[P any](x *Exchange[P], mem ResidualMemory[P], layer int, h *kernels.Mat, c codec.Spec) error {
 	pl, f := x.plan, h.Cols
 	st, err := x.state(layer, 0, f)
 	if err != nil {
@@ -390,19 +438,21 @@ func residualForward(x *Exchange[[]byte], mem ResidualMemory, layer int, h *kern
 	if err := residualEncode(x, mem, layer, 0, c, h, func(p int) []int32 { return pl.Send[p] }, st, true); err != nil {
 		return err
 	}
-	if err := residualTransport(x, layer, 0, c, f, x.meter.Fwd[layer]); err != nil {
+	if err := residualTransport(x, mem, layer, 0, c, f, x.meter.Fwd[layer]); err != nil {
 		return err
 	}
 	start := time.Now()
-	hx, onHost := mem.(*Host)
-	halo := h.Data[pl.Owned*f : (pl.Owned+st.recv.Rows)*f] // row k is st.recv's row k
+	hx, onHost := any(mem).(*Host)
 	for p := range pl.Send {
 		lo, hi := pl.RecvStart[p], pl.RecvStart[p+1]
 		bitmap := x.bitmap(x.scratch.inB, p)
-		if onHost && fast && hx.DecodeAdd(c, x.scratch.rows(bitmap, lo, hi-lo), x.recvB[p], &st.recv, halo) {
-			// The kept rows are in place; the skipped ones are copied.
-			copySkipped(halo, st.recv.Data, bitmap, lo, hi-lo, f)
-			continue
+		if onHost && fast {
+			halo := h.Data[pl.Owned*f : (pl.Owned+st.recv.Rows)*f] // row k is st.recv's row k
+			if hx.DecodeAdd(c, x.scratch.rows(bitmap, lo, hi-lo), any(x.recvB[p]).([]byte), &st.recv, halo) {
+				// The kept rows are in place; the skipped ones are copied.
+				copySkipped(halo, st.recv.Data, bitmap, lo, hi-lo, f)
+				continue
+			}
 		}
 		residualDecode(x, mem, c, p, x.recvB[p], st, lo, hi-lo, h, pl.Owned+lo)
 		mem.Decode(codec.None(), mem.Rows(&st.recv, lo, hi), h, pl.Owned+lo, pl.Owned+hi)
@@ -432,7 +482,7 @@ func copySkipped(dst, src []float32, bitmap []byte, lo, n, f int) {
 }
 
 // residualBackwardSend is BackwardSend with residual coding.
-func residualBackwardSend(x *Exchange[[]byte], mem ResidualMemory, layer int, dh *kernels.Mat, c codec.Spec) error {
+func residualBackwardSend[P any](x *Exchange[P], mem ResidualMemory[P], layer int, dh *kernels.Mat, c codec.Spec) error {
 	pl, f := x.plan, dh.Cols
 	st, err := x.state(layer, 1, f)
 	if err != nil {
@@ -443,12 +493,12 @@ func residualBackwardSend(x *Exchange[[]byte], mem ResidualMemory, layer int, dh
 	if err := residualEncode(x, mem, layer, 1, c, dh, halo, st, false); err != nil {
 		return err
 	}
-	return residualTransport(x, layer, 1, c, f, x.meter.Bwd[layer])
+	return residualTransport(x, mem, layer, 1, c, f, x.meter.Bwd[layer])
 }
 
 // residualBackwardAdd is BackwardAdd with residual coding: the gradients
 // added are the reconstructions.
-func residualBackwardAdd(x *Exchange[[]byte], mem ResidualMemory, layer int, own *kernels.Mat, c codec.Spec) error {
+func residualBackwardAdd[P any](x *Exchange[P], mem ResidualMemory[P], layer int, own *kernels.Mat, c codec.Spec) error {
 	pl := x.plan
 	st := &x.states[layer][1]
 	start := time.Now()

@@ -28,15 +28,22 @@ type ResidualTable struct {
 }
 
 // ResidualBlocks lists the exchanges that have residual state, in (layer,
-// direction) order; the blocks share the state's memory.
+// direction) order. The blocks share host memory with the state; a
+// device's state is copied to the host.
 func (x *Exchange[P]) ResidualBlocks() []ResidualBlock {
 	var b []ResidualBlock
 	for l, dirs := range x.states {
 		for dir, s := range dirs {
-			if s.cols > 0 {
-				send, _ := x.sides(dir)
-				b = append(b, ResidualBlock{Layer: l, Dir: dir, Cols: s.cols, Rows: send.Rows, Data: s.sent.Data})
+			if s.cols == 0 {
+				continue
 			}
+			send, _ := x.sides(dir)
+			data := s.sent.Data
+			if data == nil && s.sent.Len() > 0 {
+				data = make([]float32, s.sent.Len())
+				x.residualMemory().Get(bytesOf(data), x.mem.Rows(&s.sent, 0, s.sent.Rows))
+			}
+			b = append(b, ResidualBlock{Layer: l, Dir: dir, Cols: s.cols, Rows: send.Rows, Data: data})
 		}
 	}
 	return b
@@ -76,13 +83,13 @@ func (x *Exchange[P]) RestoreResidual(tables []ResidualTable) error {
 					t.Layer, what, me, p, t.Rows[me][p], t.Rows[p][me], send.Rows[p], recv.Rows[p])
 			}
 		}
-		s := newResidual(t.Cols, sumInts(send.Rows), sumInts(recv.Rows))
-		copy(s.sent.Data, t.Data[off[me][0]:off[me][0]+len(s.sent.Data)])
+		s := x.newResidual(t.Cols, sumInts(send.Rows), sumInts(recv.Rows))
+		mem := x.residualMemory()
+		mem.Put(x.mem.Rows(&s.sent, 0, s.sent.Rows), bytesOf(t.Data[off[me][0]:off[me][0]+s.sent.Len()]))
 		at := 0
 		for p := range q {
-			k := recv.Rows[p] * t.Cols
-			copy(s.recv.Data[at:at+k], t.Data[off[p][me]:off[p][me]+k])
-			at += k
+			mem.Put(x.mem.Rows(&s.recv, at, at+recv.Rows[p]), bytesOf(t.Data[off[p][me]:off[p][me]+recv.Rows[p]*t.Cols]))
+			at += recv.Rows[p]
 		}
 		x.states[t.Layer][t.Dir] = s
 	}

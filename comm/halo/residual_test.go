@@ -216,16 +216,18 @@ func TestKeep(t *testing.T) {
 	m := kernels.Mat{Rows: 6, Cols: 2, Data: []float32{1, -2, 1, -2, 0, 0, 1, inf, nan, 1, 1, 1}}
 	state := kernels.Mat{Rows: 6, Cols: 2, Data: []float32{0.9, -2, 0.7, -2, 0, 0, 1, 0, 0, 1, 1, 1}}
 	d := kernels.NewMat(6, 2)
+	dmax, mmax := make([]uint32, 6), make([]uint32, 6)
 	for _, on := range fastModes(t) {
 		fast = on
 		bitmap := []byte{0xff}
-		n := (&Host{}).Residual([]int32{0, 1, 2, 3, 4, 5}, &m, &state, 0, d, codec.Skip{Tau: 0.1}, bitmap)
+		(&Host{}).Residual([]int32{0, 1, 2, 3, 4, 5}, &m, &state, 0, d, dmax, mmax)
+		n := keep(dmax, mmax, codec.Skip{Tau: 0.1}, bitmap)
 		if want := byte(0b11010); bitmap[0] != want || n != 3 {
 			t.Errorf("AVX2 %v: bitmap %08b (%d rows), expected %08b (3 rows)", on, bitmap[0], n, want)
 		}
 		// Refreshed every 3 exchanges from row 0: rows 0 and 3 go whatever
 		// their residuals.
-		n = (&Host{}).Residual([]int32{0, 1, 2, 3, 4, 5}, &m, &state, 0, d, codec.Skip{Tau: 0.1, Every: 3}, bitmap)
+		n = keep(dmax, mmax, codec.Skip{Tau: 0.1, Every: 3}, bitmap)
 		if want := byte(0b11011); bitmap[0] != want || n != 4 {
 			t.Errorf("AVX2 %v, refresh: bitmap %08b (%d rows), expected %08b (4 rows)", on, bitmap[0], n, want)
 		}
@@ -279,8 +281,10 @@ func TestFastRows(t *testing.T) {
 			h := &Host{}
 			d[i] = kernels.NewMat(12, f)
 			bitmap := make([]byte, 2)
-			h.Residual(idx, m, s, 2, d[i], codec.Skip{Tau: 0.5, Every: 3, Phase: 2}, bitmap)
-			out[i] = append(append([]uint32{}, h.dmax[:10]...), uint32(bitmap[0]), uint32(bitmap[1]))
+			dmax, mmax := make([]uint32, 10), make([]uint32, 10)
+			h.Residual(idx, m, s, 2, d[i], dmax, mmax)
+			keep(dmax, mmax, codec.Skip{Tau: 0.5, Every: 3, Phase: 2}, bitmap)
+			out[i] = append(append(dmax, mmax...), uint32(bitmap[0]), uint32(bitmap[1]))
 			dst := kernels.NewMat(20, f)
 			copy(dst.Data, m.Data)
 			h.ScatterAdd(idx[:5:5], s, 3, dst) // distinct rows: a scatter-add's contract

@@ -201,22 +201,6 @@ func (p *Plan) HaloResidual() halo.Residual {
 	return r
 }
 
-// HostOnly names the first part of the plan that only host exchanges
-// implement ("" for none): the CUDA exchange does not code residuals,
-// skip gradient rows or share row headers yet.
-func (p *Plan) HostOnly() string {
-	switch {
-	case !p.Enabled():
-	case p.Residual != ResidualOff:
-		return fmt.Sprintf("residual coding (--residual %s)", p.Residual)
-	case p.GradSkip > 0:
-		return fmt.Sprintf("gradient row skipping (--grad-skip %g)", p.GradSkip)
-	case p.GroupWidth > 0:
-		return fmt.Sprintf("shared row headers (--group-width %d)", p.GroupWidth)
-	}
-	return ""
-}
-
 // Codecs writes the forward and backward codec of every layer at its rate
 // (codec.None() = raw) and the figure the metrics report per layer: the
 // bits per value for quant, the columns kept for trunc, 32 where raw.

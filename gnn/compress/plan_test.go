@@ -33,10 +33,10 @@ func TestPresets(t *testing.T) {
 	if got, want := rec.HaloResidual(), (halo.Residual{Forward: true, Backward: true, Skip: 0.005, Refresh: 8}); got != want {
 		t.Errorf("recommended: the exchange gets %+v, want %+v", got, want)
 	}
-	if !rec.Confirms() || !rec.CodesResiduals() || rec.ExactEval() || rec.HostOnly() == "" {
-		t.Errorf("recommended: confirms %v, residuals %v, exact evaluation %v, host-only part %q", rec.Confirms(), rec.CodesResiduals(), rec.ExactEval(), rec.HostOnly())
+	if !rec.Confirms() || !rec.CodesResiduals() || rec.ExactEval() {
+		t.Errorf("recommended: confirms %v, residuals %v, exact evaluation %v", rec.Confirms(), rec.CodesResiduals(), rec.ExactEval())
 	}
-	if none := MustPreset(PresetNone); none.Enabled() || none.Confirms() || none.HostOnly() != "" || none.HaloResidual().Any() {
+	if none := MustPreset(PresetNone); none.Enabled() || none.Confirms() || none.HaloResidual().Any() {
 		t.Errorf("none: %+v compresses", none)
 	}
 	if _, err := Preset("best"); err == nil || !strings.Contains(err.Error(), "expected none, recommended, authors") {

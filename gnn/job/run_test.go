@@ -150,38 +150,6 @@ func TestCommunicationLine(t *testing.T) {
 	}
 }
 
-// TestDeviceRuns: a plan runs on a GPU only where the CUDA exchange
-// implements every part of it (no part is dropped there); on the CPU all
-// of them run.
-func TestDeviceRuns(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		edit func(p *compress.Plan)
-		want string // the error's start on cuda, "" for none
-	}{
-		{"recommended", func(p *compress.Plan) {}, "train: residual coding (--residual on) runs on --device cpu only"},
-		{"grad-skip", func(p *compress.Plan) {
-			p.Residual, p.ResidualSkip, p.ResidualRefresh, p.GradSkip = compress.ResidualOff, 0, 0, 0.1
-		}, "train: gradient row skipping (--grad-skip 0.1)"},
-		{"group-width", func(p *compress.Plan) { p.Residual, p.ResidualSkip, p.ResidualRefresh = compress.ResidualOff, 0, 0 }, "train: shared row headers (--group-width 64)"},
-		{"plain", func(p *compress.Plan) {
-			p.Residual, p.ResidualSkip, p.ResidualRefresh, p.GroupWidth = compress.ResidualOff, 0, 0, 0
-		}, ""},
-	} {
-		for _, device := range []string{"cpu", "cuda"} {
-			p := compress.MustPreset(compress.PresetRecommended)
-			c.edit(&p)
-			err := deviceRuns(&p, device)
-			switch want := map[string]string{"cpu": "", "cuda": c.want}[device]; {
-			case want == "" && err != nil:
-				t.Errorf("%s on %s: %v", c.name, device, err)
-			case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)):
-				t.Errorf("%s on %s: %v, want an error starting %q", c.name, device, err, want)
-			}
-		}
-	}
-}
-
 // TestReorderOneProcess: a run of one rank on the whole graph trains on
 // its rows in the --reorder order, as the ranks of a distributed run do:
 // rcm changes the floating-point order of the sums (the bits of the

@@ -17,7 +17,6 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/data"
 	"github.com/gnn-spmd/gnn-spmd/data/partition"
 	"github.com/gnn-spmd/gnn-spmd/gnn"
-	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 )
 
 // Spec is one training run as a user asks for it. Run holds what fixes its
@@ -138,20 +137,8 @@ func (s *Spec) Validate() error {
 	if err := s.Predict.validate(s.Run.Layers, s.Weights != ""); err != nil {
 		return err
 	}
-	if err := deviceRuns(&s.Run.Compress, s.Device); err != nil {
-		return err
-	}
 	_, err := s.transport()
 	return err
-}
-
-// deviceRuns refuses a plan that the device's exchange does not implement
-// in full: a plan runs the same algorithm on every device, or not at all.
-func deviceRuns(p *compress.Plan, device string) error {
-	if part := p.HostOnly(); part != "" && device != "cpu" {
-		return specErrorf("train: %s runs on --device cpu only: the CUDA exchange does not implement it yet (--codec quant --ratio 16 --bits-bwd 1 is the recommended setting without it)", part)
-	}
-	return nil
 }
 
 // UnderMPI reports whether a launcher (Open MPI's mpirun or a PMI one such

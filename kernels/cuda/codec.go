@@ -20,16 +20,32 @@ import (
 type Rows struct {
 	list []int32
 	all  bool
+	once bool // list changes from call to call: uploaded at every launch
 }
 
 // AllRows is every row of the source, in order.
 func AllRows() Rows { return Rows{all: true} }
 
-// RowList is the rows idx of the source, in that order.
+// RowList is the rows idx of the source, in that order: a list fixed for
+// the run (a send list), whose device copy is kept (Device.Ints).
 func RowList(idx []int32) Rows { return Rows{list: idx} }
+
+// ListOnce is RowList for a list whose contents change from call to call
+// (the rows a skip bitmap keeps): it is uploaded at every launch, never
+// kept, so that a later list in the same host memory is not mistaken for
+// it.
+func ListOnce(idx []int32) Rows { return Rows{list: idx, once: true} }
 
 // List returns the listed rows, or all = true for AllRows.
 func (r Rows) List() (idx []int32, all bool) { return r.list, r.all }
+
+// mustList is the list of a launcher that takes no AllRows (op names it).
+func (r Rows) mustList(op string) []int32 {
+	if r.all {
+		panic("cuda: " + op + ": needs a row list")
+	}
+	return r.list
+}
 
 // count is the number of payload rows.
 func (r Rows) count(src *kernels.Mat) int {
@@ -45,6 +61,9 @@ func (r Rows) count(src *kernels.Mat) int {
 func (r Rows) ptr(d *Device) uint64 {
 	if r.all {
 		return 0
+	}
+	if r.once {
+		return d.intsOnce(r.list)
 	}
 	return d.Ints(r.list)
 }

@@ -79,6 +79,8 @@ const (
 	kAttnTermsFinish
 	kELU
 	kELUBackward
+	kResidualSub
+	kRowSqNorms
 	numKernels
 )
 
@@ -89,7 +91,7 @@ var kernelNames = [numKernels]string{
 	"score_histogram", "quant_encode", "quant_decode", "bf16_encode", "bf16_decode",
 	"trunc_encode", "trunc_decode", "sq_diff_partial", "attn_forward_stats", "attn_forward_out",
 	"attn_backward_dst", "attn_backward_src", "attn_terms", "attn_terms_dp", "attn_terms_partial",
-	"attn_terms_finish", "elu", "elu_backward",
+	"attn_terms_finish", "elu", "elu_backward", "residual_sub", "row_sq_norms",
 }
 
 const (
@@ -125,6 +127,8 @@ type Device struct {
 	counter cu.DevicePtr // one uint32 (CountCorrect)
 	scratch cu.DevicePtr // grown on demand: row losses, bias partials, histograms
 	scrLen  int64
+	once    cu.DevicePtr // grown on demand: the row list of the launch being issued (intsOnce)
+	onceLen int64
 }
 
 var _ kernels.Device = (*Device)(nil)
@@ -432,6 +436,26 @@ func (d *Device) Ints(x []int32) uint64 {
 	fail("upload index list", cu.MemcpyHtoD(p, unsafe.Pointer(&x[0]), int64(4*len(x))))
 	d.ints[key] = p
 	return dptr(p)
+}
+
+// intsOnce uploads x into the device buffer of lists used once and
+// returns its address. The copy is ordered on the stream after the
+// kernels issued before it, so the buffer is free to overwrite by then.
+func (d *Device) intsOnce(x []int32) uint64 {
+	if len(x) == 0 {
+		return 0
+	}
+	bytes := int64(4 * len(x))
+	if bytes > d.onceLen {
+		if d.once != 0 {
+			fail("free row list", cu.MemFree(d.once))
+			delete(d.allocs, d.once)
+		}
+		d.onceLen = max(bytes, 2*d.onceLen)
+		d.once = d.alloc("row list", d.onceLen)
+	}
+	fail("upload row list", cu.MemcpyHtoD(d.once, unsafe.Pointer(&x[0]), bytes))
+	return dptr(d.once)
 }
 
 func (d *Device) adj(a *kernels.Adj) *deviceAdj {

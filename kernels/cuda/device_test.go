@@ -327,7 +327,7 @@ func TestGatherScatter(t *testing.T) {
 			ids[i] = int32(v)
 		}
 		got := d.NewMat(len(ids), s[1])
-		d.GatherRows(ids, up(d, src), got)
+		d.GatherRows(RowList(ids), up(d, src), got)
 		want := kernels.NewMat(len(ids), s[1])
 		for k, r := range ids {
 			copy(want.Row(k), src.Row(int(r)))
@@ -336,7 +336,7 @@ func TestGatherScatter(t *testing.T) {
 
 		dst := randMat(rng, s[0], s[1])
 		gdst := up(d, dst)
-		d.ScatterAddRows(ids, got, gdst)
+		d.ScatterAddRows(ListOnce(ids), got, gdst)
 		for k, r := range ids {
 			for j, v := range want.Row(k) {
 				dst.Data[int(r)*s[1]+j] += v

@@ -72,7 +72,17 @@ func (d *Device) Free(b kernels.Bytes) {
 	}
 }
 
-// DownloadBytes copies a payload to the host (tests, debugging).
+// UploadBytes copies host bytes into a payload.
+func (d *Device) UploadBytes(dst kernels.Bytes, src []byte) {
+	if len(src) != dst.Len {
+		panic(fmt.Sprintf("cuda: UploadBytes: %d bytes into %d", len(src), dst.Len))
+	}
+	if len(src) > 0 {
+		fail("upload", cu.MemcpyHtoD(cu.DevicePtr(dst.Ptr), ptrOf(src), int64(len(src))))
+	}
+}
+
+// DownloadBytes copies a payload to the host.
 func (d *Device) DownloadBytes(dst []byte, src kernels.Bytes) {
 	if len(dst) != src.Len {
 		panic(fmt.Sprintf("cuda: DownloadBytes: %d bytes into %d", src.Len, len(dst)))

@@ -24,23 +24,26 @@ func (d *Device) SpMM(a *kernels.Adj, x, y *kernels.Mat, accumulate bool) {
 		mat(x), mat(y), i32(b2i(accumulate)))
 }
 
-// GatherRows copies src's rows idx into dst's first len(idx) rows.
-func (d *Device) GatherRows(idx []int32, src, dst *kernels.Mat) {
+// GatherRows copies src's listed rows (rows, a list) into dst's first
+// rows, in order.
+func (d *Device) GatherRows(rows Rows, src, dst *kernels.Mat) {
+	idx := rows.mustList("GatherRows")
 	if src.Cols != dst.Cols || dst.Rows < len(idx) {
 		panic(fmt.Sprintf("cuda: GatherRows: %d rows of width %d into %dx%d", len(idx), src.Cols, dst.Rows, dst.Cols))
 	}
 	if len(idx) > 0 && src.Cols > 0 {
-		d.launch(kGather, len(idx)*src.Cols, false, i32(len(idx)), i32(src.Cols), d.Ints(idx), mat(src), mat(dst))
+		d.launch(kGather, len(idx)*src.Cols, false, i32(len(idx)), i32(src.Cols), rows.ptr(d), mat(src), mat(dst))
 	}
 }
 
-// ScatterAddRows adds src's first len(idx) rows into dst's rows idx (no
-// repeats within idx).
-func (d *Device) ScatterAddRows(idx []int32, src, dst *kernels.Mat) {
+// ScatterAddRows adds src's first rows into dst's listed rows (rows, a
+// list without repeats).
+func (d *Device) ScatterAddRows(rows Rows, src, dst *kernels.Mat) {
+	idx := rows.mustList("ScatterAddRows")
 	if src.Cols != dst.Cols || src.Rows < len(idx) {
 		panic(fmt.Sprintf("cuda: ScatterAddRows: %d rows of width %d from %dx%d", len(idx), dst.Cols, src.Rows, src.Cols))
 	}
 	if len(idx) > 0 && src.Cols > 0 {
-		d.launch(kScatterAdd, len(idx)*src.Cols, false, i32(len(idx)), i32(src.Cols), d.Ints(idx), mat(src), mat(dst))
+		d.launch(kScatterAdd, len(idx)*src.Cols, false, i32(len(idx)), i32(src.Cols), rows.ptr(d), mat(src), mat(dst))
 	}
 }

@@ -44,7 +44,8 @@ func specs() []codec.Spec {
 	for b := 1; b <= 8; b++ {
 		out = append(out, codec.Quant(b))
 	}
-	return out
+	// Rows sharing headers (the last group short, or alone).
+	return append(out, codec.Quant(2).Grouped(3), codec.Quant(1).Grouped(4), codec.Quant(8).Grouped(2))
 }
 
 // specialRows are rows whose encoding the CPU codecs define: signed zeros,
@@ -116,7 +117,7 @@ func shapesFor(d *cuda.Device) [][2]int {
 
 func TestMemoryMatchesHost(t *testing.T) {
 	d := device(t)
-	g, h := CUDA{d}, &halo.Host{}
+	g, h := &CUDA{Dev: d}, &halo.Host{}
 	rng := rand.New(rand.NewPCG(15, 16))
 	for _, s := range shapesFor(d) {
 		rows, cols := s[0], s[1]
@@ -179,7 +180,7 @@ func closeSum(got, want float64) bool {
 // Growing a payload buffer or the stage frees what it replaces.
 func TestGrowFrees(t *testing.T) {
 	d := device(t)
-	g := CUDA{d}
+	g := &CUDA{Dev: d}
 	n0, _ := d.Allocated()
 	var buf kernels.Bytes
 	for _, n := range []int{10, 1000, 100, 1 << 20} {

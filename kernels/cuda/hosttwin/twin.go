@@ -26,6 +26,7 @@ package hosttwin
 #include "attention.h"
 #include "codec.h"
 #include "dense.h"
+#include "residual.h"
 #include "sparse.h"
 
 // quant_encode: a row's quant_lanes(cols) lanes, their butterfly of
@@ -184,6 +185,32 @@ static void twin_gather_rows(int n, int F, const int* idx, const float* src, flo
 
 static void twin_scatter_add_rows(int n, int F, const int* idx, const float* src, float* dst) {
     for (long long e = 0; e < (long long)n * F; e++) scatter_add_elem(e, F, idx, src, dst);
+}
+
+// residual_sub: a row's 32 lanes one after another, their shuffle
+// butterfly of maxima replayed on arrays.
+static void twin_residual_sub(int n, int F, const int* idx, const float* m, const float* s, float* d,
+                              unsigned int* dmax, unsigned int* mmax) {
+    for (int k = 0; k < n; k++) {
+        unsigned int a[32], b[32], oa[32], ob[32];
+        for (int lane = 0; lane < 32; lane++) residual_sub_lane(k, F, idx, m, s, d, lane, 32, &a[lane], &b[lane]);
+        for (int o = 16; o > 0; o >>= 1) {
+            for (int lane = 0; lane < 32; lane++) {
+                oa[lane] = a[lane ^ o];
+                ob[lane] = b[lane ^ o];
+            }
+            for (int lane = 0; lane < 32; lane++) {
+                a[lane] = oa[lane] > a[lane] ? oa[lane] : a[lane];
+                b[lane] = ob[lane] > b[lane] ? ob[lane] : b[lane];
+            }
+        }
+        dmax[k] = a[0];
+        mmax[k] = b[0];
+    }
+}
+
+static void twin_row_sq_norms(int n, int F, const float* x, double* out) {
+    for (long long k = 0; k < n; k++) out[k] = row_sq_norm(k, F, x);
 }
 
 // attn_forward_stats (a thread per row and head), then attn_forward_out:
@@ -463,6 +490,24 @@ func GatherRows(idx []int32, F int, src, dst []float32) {
 // ScatterAddRows is scatter_add_rows.
 func ScatterAddRows(idx []int32, F int, src, dst []float32) {
 	C.twin_scatter_add_rows(C.int(len(idx)), C.int(F), ip(idx), fp(src), fp(dst))
+}
+
+// ResidualSub is residual_sub: d's first len(idx) rows = m's rows idx
+// minus s's first rows, and the rows' largest magnitudes as bits.
+func ResidualSub(idx []int32, F int, m, s, d []float32, dmax, mmax []uint32) {
+	C.twin_residual_sub(C.int(len(idx)), C.int(F), ip(idx), fp(m), fp(s), fp(d), up32(dmax), up32(mmax))
+}
+
+// RowSqNorms is row_sq_norms over the first len(out) rows of x.
+func RowSqNorms(F int, x []float32, out []float64) {
+	C.twin_row_sq_norms(C.int(len(out)), C.int(F), fp(x), dp(out))
+}
+
+func up32(s []uint32) *C.uint {
+	if len(s) == 0 {
+		return nil
+	}
+	return (*C.uint)(unsafe.Pointer(&s[0]))
 }
 
 func lp(s []int64) *C.longlong {

@@ -245,6 +245,50 @@ func TestSqDiff(t *testing.T) {
 	}
 }
 
+// TestResidualSub: residual_sub's differences and largest magnitudes
+// equal Host.Residual's bit for bit (the skip decisions are made from them
+// on the host by the same Go code), on every width and row kind, the
+// state rows of another kind (NaN and infinite residuals included).
+func TestResidualSub(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for cols := 0; cols <= maxWidth; cols++ {
+		for ki, kind := range rowKinds {
+			m := rows3(r, cols, kind.fill)
+			s := rows3(r, cols, rowKinds[(ki+3)%len(rowKinds)].fill)
+			idx := []int32{2, 0, 2}
+			d, dmax, mmax := make([]float32, 3*cols), make([]uint32, 3), make([]uint32, 3)
+			ResidualSub(idx, cols, m, s, d, dmax, mmax)
+			wd, wmax, wmm := kernels.NewMat(3, cols), make([]uint32, 3), make([]uint32, 3)
+			new(halo.Host).Residual(idx, &kernels.Mat{Rows: 3, Cols: cols, Data: m}, &kernels.Mat{Rows: 3, Cols: cols, Data: s}, 0, wd, wmax, wmm)
+			what := fmt.Sprintf("%d columns, %s rows", cols, kind.name)
+			same(t, what+": differences", d, wd.Data)
+			for k := range 3 {
+				if dmax[k] != wmax[k] || mmax[k] != wmm[k] {
+					t.Fatalf("%s: row %d maxima %#x %#x, Go %#x %#x", what, k, dmax[k], mmax[k], wmax[k], wmm[k])
+				}
+			}
+		}
+	}
+}
+
+// TestRowSqNorms: row_sq_norms equals Host.RowSqNorms bit for bit.
+func TestRowSqNorms(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	for cols := 0; cols <= maxWidth; cols++ {
+		for _, kind := range rowKinds {
+			x := rows3(r, cols, kind.fill)
+			got, want := make([]float64, 2), make([]float64, 2)
+			RowSqNorms(cols, x[cols:], got) // rows 1 and 2
+			new(halo.Host).RowSqNorms(&kernels.Mat{Rows: 3, Cols: cols, Data: x}, 1, want)
+			for k := range got {
+				if math.Float64bits(got[k]) != math.Float64bits(want[k]) && !(got[k] != got[k] && want[k] != want[k]) {
+					t.Fatalf("%d columns, %s rows: row %d %v, Go %v", cols, kind.name, k+1, got[k], want[k])
+				}
+			}
+		}
+	}
+}
+
 // withSpecials sets about a third of m's values to special ones.
 func withSpecials(r *rand.Rand, m *kernels.Mat) *kernels.Mat {
 	for i := range m.Data {
