@@ -11,7 +11,7 @@ TAGS ?= cpu
 GOFLAGS_TAGS := -tags "$(TAGS)"
 BIN := bin/gnn-spmd
 
-.PHONY: deps build mpich test-mpich test-cluster test-deadlink cpu cuda cuda-deps cuda-check gpu-bundle test test-fma vet fuzz fuzz-h5 demo experiments bench inprocess clean
+.PHONY: deps build mpich test-mpich test-cluster test-deadlink cpu cuda cuda-deps cuda-check gpu-bundle test-gpu-bundle test test-fma vet fuzz fuzz-h5 demo experiments bench inprocess clean
 .DEFAULT_GOAL := build
 
 deps:
@@ -75,11 +75,18 @@ cuda-check: cuda
 	go vet -tags "$(CUDA_TAGS)" ./...
 	go test -tags "$(CUDA_TAGS)" -count=1 ./cgo/cublas ./cgo/nccl ./cgo/cudaprobe ./kernels/cuda ./comm/halo/gpu ./gnn/job
 
-# bin/gpu-bundle: the GPU binary, the GPU test binaries and the shared
-# libraries they need (ldd), for a GPU machine without Go, MPI or HDF5;
-# run scripts/gpu-check.sh there.
+# bin/gpu-bundle: the GPU binary, the GPU test binaries, Open MPI's
+# launcher (bin/gpu-bundle/bin/mpirun) and the shared libraries they need
+# (ldd), for a GPU machine without Go, MPI or HDF5; run
+# scripts/gpu-check.sh there.
 gpu-bundle: cuda
 	scripts/gpu-bundle.sh
+
+# The bundle's mpirun with the CPU binary, 2 ranks, in a mount namespace
+# where the system's Open MPI is covered; and that it fails without the
+# bundle's MPI plugins or libmpi. Needs root (unshare -m); not in make test.
+test-gpu-bundle: build
+	scripts/test-gpu-bundle.sh
 
 vet: deps
 	go vet $(GOFLAGS_TAGS) ./...
