@@ -224,8 +224,8 @@ func (h ncclHost) AllReduceFloat64(x []float64) error {
 // rank 0's unique id is broadcast over the host communicator, and the
 // ranks agree over it before and after ncclCommInitRank, where none waits
 // longer than wait (0: no bound), so that a rank that fails cannot leave
-// the others blocked (nccl.Join). A rank whose setup failed before this
-// one joins with NCCLSetupFailed.
+// the others blocked (nccl.Join). Every rank must call it: a rank that
+// failed before tells its peers so beforehand, over the host communicator.
 func NewNCCL(host Comm, dev GPU, wait time.Duration) (*NCCL, error) {
 	c, err := nccl.Join(ncclHost{host}, nil, dev.MakeCurrent, wait)
 	if err != nil {
@@ -238,13 +238,6 @@ func NewNCCL(host Comm, dev GPU, wait time.Duration) (*NCCL, error) {
 		n.sizesOut[p], n.sizesIn[p] = make([]byte, 16), make([]byte, 16)
 	}
 	return n, nil
-}
-
-// NCCLSetupFailed is NewNCCL on a rank that failed before it (cause): it
-// takes part in the agreement its peers wait in, and returns cause.
-func NCCLSetupFailed(host Comm, cause error) error {
-	_, err := nccl.Join(ncclHost{host}, cause, nil, 0)
-	return err
 }
 
 func (n *NCCL) Rank() int { return n.rank }
