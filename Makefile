@@ -73,7 +73,7 @@ cuda-check: cuda
 	@if go list -deps $(GOFLAGS_TAGS) ./... | grep -E 'gorgonia.org/cu|/cgo/(cublas|nccl|cudaprobe)$$'; then \
 		echo "cuda-check: the CPU build imports the GPU packages above"; exit 1; fi
 	go vet -tags "$(CUDA_TAGS)" ./...
-	go test -tags "$(CUDA_TAGS)" -count=1 ./cgo/cublas ./cgo/nccl ./cgo/cudaprobe ./kernels/cuda ./comm/halo/gpu ./gnn/job
+	go test -tags "$(CUDA_TAGS)" -count=1 ./cgo/cublas ./cgo/nccl ./cgo/cudaprobe ./kernels/cuda ./comm ./comm/halo/gpu ./gnn/job
 
 # bin/gpu-bundle: the GPU binary, the GPU test binaries, Open MPI's
 # launcher (bin/gpu-bundle/bin/mpirun) and the shared libraries they need

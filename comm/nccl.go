@@ -3,8 +3,9 @@
 package comm
 
 // The transports of device payloads in the GPU build: NCCL between
-// processes (one GPU each), and device-to-device copies between the
-// goroutine ranks of one process sharing a GPU.
+// processes (one GPU each), device-to-device copies between the goroutine
+// ranks of one process sharing a GPU, and host-staged MPI (staged.go)
+// between processes where NCCL cannot serve.
 
 import (
 	"encoding/binary"
@@ -22,18 +23,40 @@ type DeviceTransport interface {
 	Rank() int
 	Size() int
 	AllToAllV(send, recv []kernels.Bytes) error
+	// AllToAllVShort is AllToAllV for payloads whose size only their
+	// sender knows (Comm.AllToAllVShort): recv[p].Len bounds what rank p
+	// may send (a longer payload is an error naming both ranks and sizes)
+	// and got[p] is set to the bytes that came from it.
+	AllToAllVShort(send, recv []kernels.Bytes, got []int) error
 	AllReduceMat(x *kernels.Mat) error
 }
 
 // GPU is what the device transports need of the GPU their payloads live on
 // (kernels/cuda.Device is one): copies, waiting for the queued work, and
 // making it current on another thread (NCCL's setup runs on one).
+// DownloadBytes and UploadBytes copy exactly the payload's Len bytes.
 type GPU interface {
 	Upload(dst *kernels.Mat, src []float32)
 	Download(dst []float32, src *kernels.Mat)
+	DownloadBytes(dst []byte, src kernels.Bytes)
+	UploadBytes(dst kernels.Bytes, src []byte)
 	CopyBytes(dst, src uintptr, n int)
 	Synchronize() error
 	MakeCurrent() error
+}
+
+// checkCounts refuses buffer lists that do not hold one entry per rank
+// (got is nil for AllToAllV).
+func checkCounts(op string, rank, q int, send, recv []kernels.Bytes, got []int) error {
+	if len(send) != q || len(recv) != q || (got != nil && len(got) != q) {
+		return fmt.Errorf("comm: %s on rank %d: %d send and %d receive buffers and %d counts for %d ranks", op, rank, len(send), len(recv), len(got), q)
+	}
+	return nil
+}
+
+// tooLong is a short all-to-all's payload past its receive bound.
+func tooLong(from, n, to, bound int) error {
+	return fmt.Errorf("comm: rank %d sends %d bytes to rank %d, which takes at most %d", from, n, to, bound)
 }
 
 // SharedGPU is the transport of ranks that are goroutines of one process on
@@ -63,24 +86,56 @@ func (l *SharedGPU) Rank() int { return l.host.Rank() }
 func (l *SharedGPU) Size() int { return l.host.Size() }
 
 func (l *SharedGPU) AllToAllV(send, recv []kernels.Bytes) error {
-	for p, b := range send {
-		binary.LittleEndian.PutUint64(l.mine[p], uint64(b.Ptr))
-		binary.LittleEndian.PutUint64(l.mine[p][8:], uint64(b.Len))
-	}
-	if err := l.host.AllToAllV(l.mine, l.addrs); err != nil {
+	if err := l.trade(send); err != nil {
 		return err
 	}
 	for p, b := range recv {
-		src, n := uintptr(binary.LittleEndian.Uint64(l.addrs[p])), int(binary.LittleEndian.Uint64(l.addrs[p][8:]))
+		src, n := l.peer(p)
 		if n != b.Len {
 			return fmt.Errorf("comm: rank %d sends %d bytes, rank %d expects %d", p, n, l.Rank(), b.Len)
 		}
 		l.dev.CopyBytes(b.Ptr, src, n)
 	}
-	// No rank may reuse its send buffers before every peer's copy is
-	// issued (the stream then orders the copies first).
-	return l.host.Barrier()
+	return l.done()
 }
+
+// AllToAllVShort: the lengths travel with the addresses, so a payload
+// shorter than its receive buffer needs no extra exchange.
+func (l *SharedGPU) AllToAllVShort(send, recv []kernels.Bytes, got []int) error {
+	if err := checkCounts("AllToAllVShort", l.Rank(), l.Size(), send, recv, got); err != nil {
+		return err
+	}
+	if err := l.trade(send); err != nil {
+		return err
+	}
+	for p, b := range recv {
+		src, n := l.peer(p)
+		if n > b.Len {
+			return tooLong(p, n, l.Rank(), b.Len)
+		}
+		l.dev.CopyBytes(b.Ptr, src, n)
+		got[p] = n
+	}
+	return l.done()
+}
+
+// trade sends every peer the address and length of its payload.
+func (l *SharedGPU) trade(send []kernels.Bytes) error {
+	for p, b := range send {
+		binary.LittleEndian.PutUint64(l.mine[p], uint64(b.Ptr))
+		binary.LittleEndian.PutUint64(l.mine[p][8:], uint64(b.Len))
+	}
+	return l.host.AllToAllV(l.mine, l.addrs)
+}
+
+// peer is the address and length of rank p's payload for this rank.
+func (l *SharedGPU) peer(p int) (uintptr, int) {
+	return uintptr(binary.LittleEndian.Uint64(l.addrs[p])), int(binary.LittleEndian.Uint64(l.addrs[p][8:]))
+}
+
+// done waits until every peer has issued its copies: no rank may reuse its
+// send buffers before (the stream then orders the copies first).
+func (l *SharedGPU) done() error { return l.host.Barrier() }
 
 // AllReduceMat sums through the host: in-process ranks share one GPU, whose
 // bandwidth the copy barely touches at parameter sizes.
@@ -106,6 +161,11 @@ type NCCL struct {
 	dev        GPU
 	host       Comm
 	next       *Op // the label of the next call (Label)
+	// AllToAllVShort's host exchange of sizes (per peer: what this rank
+	// sends it and the most it takes from it) and the receive buffers cut
+	// to the sizes that come, kept from call to call.
+	sizesOut, sizesIn [][]byte
+	shortRecv         []kernels.Bytes
 }
 
 // guarder is a host communicator whose watchdog can time calls made
@@ -122,13 +182,18 @@ var (
 // Label names the next call (Labeler), for the watchdog's report.
 func (n *NCCL) Label(op *Op) { n.next = op }
 
-// guard runs f (which waits for the GPU) under the host's watchdog, if
-// any, named by the last label or by def.
-func (n *NCCL) guard(def *Op, f func() error) error {
+// label is the name of this call: the last label, else def.
+func (n *NCCL) label(def *Op) *Op {
 	op := def
 	if n.next != nil {
 		op, n.next = n.next, nil
 	}
+	return op
+}
+
+// guard runs f (which waits for the GPU) under the host's watchdog, if
+// any, named op.
+func (n *NCCL) guard(op *Op, f func() error) error {
 	if g, ok := n.host.(guarder); ok {
 		return g.Guard(op, f)
 	}
@@ -159,21 +224,20 @@ func (h ncclHost) AllReduceFloat64(x []float64) error {
 // rank 0's unique id is broadcast over the host communicator, and the
 // ranks agree over it before and after ncclCommInitRank, where none waits
 // longer than wait (0: no bound), so that a rank that fails cannot leave
-// the others blocked (nccl.Join). A rank whose setup failed before this
-// one joins with NCCLSetupFailed.
+// the others blocked (nccl.Join). Every rank must call it: a rank that
+// failed before tells its peers so beforehand, over the host communicator.
 func NewNCCL(host Comm, dev GPU, wait time.Duration) (*NCCL, error) {
 	c, err := nccl.Join(ncclHost{host}, nil, dev.MakeCurrent, wait)
 	if err != nil {
 		return nil, err
 	}
-	return &NCCL{c: c, rank: host.Rank(), size: host.Size(), dev: dev, host: host}, nil
-}
-
-// NCCLSetupFailed is NewNCCL on a rank that failed before it (cause): it
-// takes part in the agreement its peers wait in, and returns cause.
-func NCCLSetupFailed(host Comm, cause error) error {
-	_, err := nccl.Join(ncclHost{host}, cause, nil, 0)
-	return err
+	q := host.Size()
+	n := &NCCL{c: c, rank: host.Rank(), size: q, dev: dev, host: host,
+		sizesOut: make([][]byte, q), sizesIn: make([][]byte, q), shortRecv: make([]kernels.Bytes, q)}
+	for p := range q {
+		n.sizesOut[p], n.sizesIn[p] = make([]byte, 16), make([]byte, 16)
+	}
+	return n, nil
 }
 
 func (n *NCCL) Rank() int { return n.rank }
@@ -181,8 +245,44 @@ func (n *NCCL) Size() int { return n.size }
 
 // AllToAllV returns when the payloads have arrived.
 func (n *NCCL) AllToAllV(send, recv []kernels.Bytes) error {
-	return n.guard(&opNCCLAllToAll, func() error {
+	return n.guard(n.label(&opNCCLAllToAll), func() error {
 		if err := n.allToAll(send, recv); err != nil {
+			return err
+		}
+		return n.wait()
+	})
+}
+
+// AllToAllVShort first trades the sizes over the host communicator (NCCL's
+// receives need them), each rank telling each peer both what it sends and
+// the most it takes: both ends of a payload past its bound see the error,
+// so neither posts a send or receive its peer would not match.
+func (n *NCCL) AllToAllVShort(send, recv []kernels.Bytes, got []int) error {
+	if err := checkCounts("NCCL AllToAllVShort", n.rank, n.size, send, recv, got); err != nil {
+		return err
+	}
+	op := n.label(&opNCCLAllToAll)
+	for p := range n.size {
+		binary.LittleEndian.PutUint64(n.sizesOut[p], uint64(send[p].Len))
+		binary.LittleEndian.PutUint64(n.sizesOut[p][8:], uint64(recv[p].Len))
+	}
+	Label(n.host, op)
+	if err := n.host.AllToAllV(n.sizesOut, n.sizesIn); err != nil {
+		return err
+	}
+	for p := range n.size {
+		sends, bound := int(binary.LittleEndian.Uint64(n.sizesIn[p])), int(binary.LittleEndian.Uint64(n.sizesIn[p][8:]))
+		if sends > recv[p].Len {
+			return tooLong(p, sends, n.rank, recv[p].Len)
+		}
+		if send[p].Len > bound {
+			return tooLong(n.rank, send[p].Len, p, bound)
+		}
+		got[p] = sends
+		n.shortRecv[p] = kernels.Bytes{Ptr: recv[p].Ptr, Len: sends}
+	}
+	return n.guard(op, func() error {
+		if err := n.allToAll(send, n.shortRecv); err != nil {
 			return err
 		}
 		return n.wait()
@@ -224,7 +324,7 @@ func (n *NCCL) AllReduceMat(x *kernels.Mat) error {
 	if x.Len() == 0 {
 		return nil
 	}
-	return n.guard(&opNCCLAllReduce, func() error {
+	return n.guard(n.label(&opNCCLAllReduce), func() error {
 		if err := n.c.AllReduceFloat32(x.Ptr, x.Ptr, x.Len(), nil); err != nil {
 			return err
 		}

@@ -54,6 +54,7 @@ func newTrainFlags(stderr io.Writer) *trainFlags {
 	fs.BoolVar(&s.NoComm, "no-comm", false, "a baseline without communication: drop the edges between parts")
 	fs.StringVar(&s.Comm, "comm", s.Comm, "transport: auto (mpi under mpirun, else goroutine ranks), mpi or local")
 	fs.IntVar(&s.GPU, "gpu", s.GPU, "with --device cuda: bind this GPU ordinal instead (-1: node-local rank modulo the visible GPUs)")
+	fs.StringVar(&s.GPUTransport, "gpu-transport", s.GPUTransport, "with --device cuda under mpirun, how ranks move halo rows: nccl, mpi (through host memory), or auto (nccl unless two ranks share a GPU); goroutine ranks copy on their shared GPU whatever it says")
 	fs.IntVar(&s.Threads, "threads", 0, "CPU threads for kernels, shared by the ranks of this process (0: all)")
 	fs.BoolVar(&s.Overlap, "overlap", s.Overlap, "compute what needs no halo row while the exchanges are in flight (bit-identical either way)")
 	fs.StringVar(&s.Reorder, "reorder", s.Reorder, "order of every rank's rows in memory: none, rcm or metis (clusters of about 32768 rows; smaller ranks keep their order); metrics equal up to float order")
@@ -82,7 +83,7 @@ func newTrainFlags(stderr io.Writer) *trainFlags {
 	fs.Section("Data, more", true, "normalize-features", "add-inverse", "self-loops")
 	fs.Section("Model, more", true, "heads", "out-heads", "attn-dropout", "recompute")
 	fs.Section("Training, more", true, "eval-every")
-	fs.Section("Distribution, more", true, "partition-seed", "no-comm", "comm", "gpu", "threads", "overlap", "reorder", "comm-timeout")
+	fs.Section("Distribution, more", true, "partition-seed", "no-comm", "comm", "gpu", "gpu-transport", "threads", "overlap", "reorder", "comm-timeout")
 	fs.Section("Compression, more: each flag replaces one field of the --compress preset", true, compressExpert...)
 	fs.Section("Outputs, more", true, "checkpoint-every", "keep", "predict-params", "probabilities", "embeddings", "cpuprofile", "progress", "verbose")
 	tf.fs = fs

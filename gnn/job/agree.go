@@ -34,7 +34,9 @@ type setting = ckpt.Setting
 // loading), --threads (results do not depend on it), --gpu (nodes differ),
 // --comm-timeout, --comm (a rank told local never joins), console output
 // and rank 0's outputs (--metrics, --checkpoint and its cadence,
-// --cpuprofile).
+// --cpuprofile). --gpu-transport is compared although auto's choice is
+// collective: a rank told nccl and one told mpi would otherwise wait in
+// different setups.
 func (s *Spec) settings(worldSize int) []setting {
 	method, seed := s.Partition, s.PartitionSeed
 	if s.Parts != "" {
@@ -53,6 +55,7 @@ func (s *Spec) settings(worldSize int) []setting {
 		{Name: "--probabilities", Value: strconv.FormatBool(s.Predict.Probabilities)},
 		{Name: "--embeddings", Value: strconv.Itoa(s.Predict.Embeddings)},
 		{Name: "--device", Value: s.Device},
+		{Name: "--gpu-transport", Value: s.GPUTransport},
 		{Name: "--overlap", Value: strconv.FormatBool(s.Overlap)},
 		{Name: "--reorder", Value: s.Reorder},
 		{Name: "--recompute", Value: strconv.FormatBool(s.Recompute)},

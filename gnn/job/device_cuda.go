@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe"
@@ -43,14 +44,60 @@ func (j *job) newAccelerator(c comm.Comm, localRank int) (rankDevice, error) {
 	return d, nil
 }
 
-// acceleratorFailed is a rank's setup error before its NCCL communicator:
-// under MPI its peers wait for it in NCCL's setup agreement, which it
-// joins before returning err (a job of one rank sets up none).
+// acceleratorFailed is a rank's setup error before its device transport:
+// under MPI its peers wait for it in the transport's setup exchange
+// (gatherGPUs), which it joins before returning err (a job of one rank
+// sets up none).
 func (j *job) acceleratorFailed(c comm.Comm, inProcess bool, err error) error {
 	if c.Size() == 1 || inProcess || j.spec.Device == "cpu" {
 		return err
 	}
-	return comm.NCCLSetupFailed(c, err)
+	_, err = gatherGPUs(c, nil, err)
+	return err
+}
+
+var opGPUSetup = comm.Op{Name: "GPU transport setup (every rank's GPU)"}
+
+// gatherGPUs is the MPI ranks' first step to their device transport: every
+// rank sends every rank its GPU (dev's node and PCI bus id), or that its
+// setup failed (setupErr), so that all decide alike. Where one failed,
+// every rank stops before any transport's setup, which could otherwise
+// wait for it: that rank returns setupErr, the others an *Exit (it
+// reports).
+func gatherGPUs(c comm.Comm, dev *cuda.Device, setupErr error) ([]gpuIdentity, error) {
+	q := c.Size()
+	mine := make([]byte, gpuRecordBytes)
+	if setupErr != nil {
+		encodeGPURecord(mine, gpuIdentity{}, true)
+	} else {
+		host, err := os.Hostname()
+		if err != nil {
+			setupErr = fmt.Errorf("--gpu-transport: the host name, which tells GPUs of different nodes apart: %w", err)
+		}
+		encodeGPURecord(mine, gpuIdentity{Host: host, PCI: dev.Info().PCI}, setupErr != nil)
+	}
+	send, recv := make([][]byte, q), make([][]byte, q)
+	for p := range q {
+		send[p], recv[p] = mine, make([]byte, gpuRecordBytes)
+	}
+	comm.Label(c, &opGPUSetup)
+	if err := c.AllToAllV(send, recv); err != nil {
+		if setupErr != nil {
+			return nil, setupErr
+		}
+		return nil, err
+	}
+	if setupErr != nil {
+		return nil, setupErr
+	}
+	gpus := make([]gpuIdentity, q)
+	for p := range q {
+		var failed bool
+		if gpus[p], failed = decodeGPURecord(recv[p]); failed {
+			return nil, &Exit{Code: ExitFailure} // the failed rank reports why
+		}
+	}
+	return gpus, nil
 }
 
 // ncclWait bounds a rank's wait in ncclCommInitRank: half the comm
@@ -80,8 +127,9 @@ func (r *deviceReducer) AllReduceMat(x *kernels.Mat) error {
 }
 
 // acceleratorHalo builds the GPU halo exchange and gradient reducer of one
-// rank: NCCL between processes, device copies between the goroutine ranks
-// of one process (NCCL refuses two ranks on one GPU).
+// rank: device copies between the goroutine ranks of one process (NCCL
+// refuses two ranks on one GPU); between processes the transport
+// --gpu-transport picks: NCCL, or MPI through host memory.
 func (j *job) acceleratorHalo(c comm.Comm, dev rankDevice, v *gnn.View, layers int, inProcess bool) (*acceleratorComm, error) {
 	cd := dev.(*cuda.Device)
 	var tr comm.DeviceTransport
@@ -89,16 +137,32 @@ func (j *job) acceleratorHalo(c comm.Comm, dev rankDevice, v *gnn.View, layers i
 	abort := func() {}
 	if inProcess {
 		tr = comm.NewSharedGPU(c, cd)
-	} else {
-		n, err := comm.NewNCCL(c, cd, ncclWait(j.spec.CommTimeout))
-		var pe *comm.NCCLPeerError
-		if errors.As(err, &pe) {
-			return nil, &Exit{Code: ExitFailure} // the failed rank reports why, in the setup agreement
+		a.transport = "halo transport: device copies between the goroutine ranks of this process"
+		if j.spec.GPUTransport != GPUTransportAuto {
+			a.transport += " (--gpu-transport applies to MPI ranks)"
 		}
+	} else {
+		gpus, err := gatherGPUs(c, cd, nil)
 		if err != nil {
 			return nil, err
 		}
-		tr, a.release, abort = n, func() { n.Close() }, n.Abort
+		choice := chooseGPUTransport(j.spec.GPUTransport, gpus)
+		a.transport = "halo transport: " + choice.String()
+		if choice.Name == GPUTransportMPI {
+			tr = comm.NewHostStaged(c, cd)
+		} else {
+			n, err := comm.NewNCCL(c, cd, ncclWait(j.spec.CommTimeout))
+			var pe *comm.NCCLPeerError
+			switch {
+			case errors.As(err, &pe):
+				return nil, &Exit{Code: ExitFailure} // the failed rank reports why, in the setup agreement
+			case err != nil && choice.Shared != "":
+				return nil, fmt.Errorf("%w (%s, which NCCL refuses: --gpu-transport mpi or auto moves the payloads through host memory)", err, choice.Shared)
+			case err != nil:
+				return nil, err
+			}
+			tr, a.release, abort = n, func() { n.Close() }, n.Abort
+		}
 	}
 	x, err := gpu.NewExchange(v.Plan, cd, tr, layers)
 	if err != nil {

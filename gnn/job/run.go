@@ -82,6 +82,9 @@ type rankJob struct {
 	dev     rankDevice
 	trainer *gnn.Trainer
 	release func() // the accelerator's transport
+	// transport says how a GPU rank's halo payloads move, for the run
+	// header ("" on the CPU and for one rank).
+	transport string
 }
 
 // rankDevice is a rank's kernels.Device, released when the rank ends.
@@ -90,12 +93,13 @@ type rankDevice interface {
 	Close()
 }
 
-// acceleratorComm is a GPU rank's halo exchange and reducer, and the
-// release of its transport.
+// acceleratorComm is a GPU rank's halo exchange and reducer, the release
+// of its transport and what the header says of it.
 type acceleratorComm struct {
-	halo    halo.Exchanger
-	reduce  gnn.Reducer
-	release func()
+	halo      halo.Exchanger
+	reduce    gnn.Reducer
+	release   func()
+	transport string
 }
 
 // residualBytes is the memory of the rank's residual state.
@@ -151,7 +155,7 @@ func (j *job) newRankJob(c comm.Comm, v *gnn.View, threads, gpu int, inProcess b
 				dev.Close()
 				return nil, err
 			}
-			rj.release, reduce = a.release, a.reduce
+			rj.release, reduce, rj.transport = a.release, a.reduce, a.transport
 			if exchange {
 				x = a.halo
 			}
@@ -203,13 +207,16 @@ func communication(s *Spec) string {
 	return s.Run.Compress.Describe(s.Run.Epochs)
 }
 
-func (j *job) newReporter(info *Info, ck *checkpointer) (*reporter, error) {
+func (j *job) newReporter(info *Info, ck *checkpointer, transport string) (*reporter, error) {
 	info.Spec = j.spec
 	info.Communication = communication(j.spec)
 	info.Device = fmt.Sprintf("cpu (threads per rank: %d), gemm %s, aggregation %s, codecs %s",
 		j.spec.ThreadsPerRank(j.spec.Ranks), kernels.GemmInfo(), kernels.SIMD(), codec.FastPath())
 	if j.spec.Device == "cuda" {
 		info.Device = "cuda (CUDA kernels, cuBLAS; one GPU per rank)"
+	}
+	if transport != "" {
+		info.Device += "; " + transport
 	}
 	info.Device += "; " + orderText(j.spec.Reorder, info.Reordered, info.Ranks)
 	r := &reporter{ranks: info.Ranks, ck: ck, metrics: metrics.NewWriter(j.spec.Metrics), obs: j.env.Observer}
@@ -325,7 +332,7 @@ func (j *job) rank(l launcher, p *process, c comm.Comm) error {
 	}
 	var rep *reporter
 	if rank == 0 {
-		if rep, err = j.newReporter(&info, p.ck); err != nil {
+		if rep, err = j.newReporter(&info, p.ck, rj.transport); err != nil {
 			return l.abort(c, err)
 		}
 		defer rep.close()

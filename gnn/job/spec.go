@@ -47,6 +47,10 @@ type Spec struct {
 	Reorder     string // order of every rank's owned rows: gnn.OrderNone, gnn.OrderRCM or gnn.OrderMETIS
 	Recompute   bool   // GAT: recompute the attention coefficients in the backward pass
 	CommTimeout time.Duration
+	// GPUTransport moves MPI ranks' device payloads: GPUTransportNCCL,
+	// GPUTransportMPI (host-staged) or GPUTransportAuto (NCCL unless two
+	// ranks share a GPU). Goroutine ranks ignore it.
+	GPUTransport string
 	// EvalEvery: where evaluation needs a pass of its own (compression
 	// evaluated at full precision, dropout), run it every EvalEvery epochs
 	// and at the last (gnn.Trainer.EvalEvery).
@@ -73,7 +77,7 @@ type Spec struct {
 // communication timeout.
 func DefaultSpec() Spec {
 	return Spec{Run: gnn.DefaultConfig(), Partition: partition.MethodRandom, Ranks: 1, Comm: "auto", Device: DefaultDevice,
-		GPU: -1, Overlap: true, Reorder: gnn.OrderMETIS, CommTimeout: 5 * time.Minute, EvalEvery: 1, CheckpointEvery: 10, Keep: 1,
+		GPU: -1, GPUTransport: GPUTransportAuto, Overlap: true, Reorder: gnn.OrderMETIS, CommTimeout: 5 * time.Minute, EvalEvery: 1, CheckpointEvery: 10, Keep: 1,
 		Predict: DefaultPredictSpec()}
 }
 
@@ -106,6 +110,10 @@ func (s *Spec) Validate() error {
 		return specErrorf("%s: --gpu: got %d, expected a GPU ordinal >= 0", s.command(), s.GPU)
 	case s.GPU >= 0 && s.Device != "cuda":
 		return specErrorf("%s: --gpu applies to --device cuda", s.command())
+	case s.GPUTransport != GPUTransportAuto && s.GPUTransport != GPUTransportNCCL && s.GPUTransport != GPUTransportMPI:
+		return specErrorf("%s: --gpu-transport: got %q, expected nccl, mpi or auto", s.command(), s.GPUTransport)
+	case s.GPUTransport != GPUTransportAuto && s.Device != "cuda":
+		return specErrorf("%s: --gpu-transport applies to --device cuda", s.command())
 	case s.Recompute && s.Run.Model != "gat":
 		return specErrorf("%s: --recompute applies to --model gat", s.command())
 	case s.Reorder != gnn.OrderNone && s.Reorder != gnn.OrderRCM && s.Reorder != gnn.OrderMETIS:

@@ -72,23 +72,26 @@ func (d *Device) Free(b kernels.Bytes) {
 	}
 }
 
-// UploadBytes copies host bytes into a payload.
-func (d *Device) UploadBytes(dst kernels.Bytes, src []byte) {
-	if len(src) != dst.Len {
-		panic(fmt.Sprintf("cuda: UploadBytes: %d bytes into %d", len(src), dst.Len))
-	}
-	if len(src) > 0 {
-		fail("upload", cu.MemcpyHtoD(cu.DevicePtr(dst.Ptr), ptrOf(src), int64(len(src))))
-	}
-}
-
-// DownloadBytes copies a payload to the host.
+// DownloadBytes copies a payload to the host (the host-staged transport's
+// send, tests). It waits for the work queued before it.
 func (d *Device) DownloadBytes(dst []byte, src kernels.Bytes) {
 	if len(dst) != src.Len {
 		panic(fmt.Sprintf("cuda: DownloadBytes: %d bytes into %d", src.Len, len(dst)))
 	}
 	if len(dst) > 0 {
 		d.download(ptrOf(dst), cu.DevicePtr(src.Ptr), int64(len(dst)))
+	}
+}
+
+// UploadBytes copies host bytes into a payload buffer (the host-staged
+// transport's receive). src may be reused once it returns: the driver has
+// copied pageable memory out by then.
+func (d *Device) UploadBytes(dst kernels.Bytes, src []byte) {
+	if len(src) != dst.Len {
+		panic(fmt.Sprintf("cuda: UploadBytes: %d bytes into %d", len(src), dst.Len))
+	}
+	if len(src) > 0 {
+		fail("upload", cu.MemcpyHtoD(cu.DevicePtr(dst.Ptr), ptrOf(src), int64(len(src))))
 	}
 }
 
