@@ -145,6 +145,7 @@ cp bin/gnn-spmd-cuda "$out/bin/gnn-spmd"
 go build -tags "$tags" -o "$out/bin/gnn-results" ./cmd/gnn-results
 go test -tags "$tags" -c -o "$out/bin/kernels-cuda.test" ./kernels/cuda
 go test -tags "$tags" -c -o "$out/bin/halo-gpu.test" ./comm/halo/gpu
+go test -tags "$tags" -c -o "$out/bin/comm.test" ./comm
 go test -tags "$tags" -c -o "$out/bin/job.test" ./gnn/job
 cp scripts/gpu-check.sh scripts/gpu-pyg.sh bench/reference/pyg_gpu.py bench/reference/pyg_minibatch.py "$out/"
 copy_libs "$out/lib" "$out"/bin/*

@@ -3,8 +3,8 @@
 # the CUDA kernels against their CPU twins, GPU training against CPU
 # training (one rank; four goroutine ranks sharing the GPU; 2 and 4 MPI
 # ranks sharing it through the bundle's mpirun with --gpu-transport mpi;
-# the recommended compression, whose payloads must match the CPU's byte for
-# byte), a resumed compressed run against the uninterrupted one, throughput
+# the recommended compression, against the CPU's bytes and losses), the
+# residual exchange's payloads against the host's, a resumed compressed run against the uninterrupted one, throughput
 # next to the device's copy bandwidth, and epoch times. Runs from a bundle
 # made by `make gpu-bundle` (no Go, MPI or HDF5 needed on the GPU machine):
 #
@@ -66,6 +66,10 @@ check kernels "$bundle/bin/kernels-cuda.test" -test.v -test.count=1
 step "the halo exchange's GPU memory against the host's (byte-identical payloads; NCCL with 2 GPUs)"
 check halo "$bundle/bin/halo-gpu.test" -test.v -test.count=1
 
+step "the device transports' short all-to-all and the host-staged MPI transport (goroutine ranks on the GPU)"
+# The comm package's other tests need MPI's build tools, absent here.
+check transports "$bundle/bin/comm.test" -test.v -test.count=1 -test.run 'HostStaged|SharedGPU'
+
 step "4 ranks on one GPU against 4 CPU ranks (full and quantized halo rows)"
 check exchange "$bundle/bin/job.test" -test.v -test.count=1 -test.run GPU
 
@@ -74,8 +78,8 @@ t "$bundle/bin/kernels-cuda.test" -test.run '^$' -test.bench . -test.benchtime 5
 
 # metrics MODE A.jsonl B.jsonl [TOL]: compares two runs' per-epoch lines.
 #   loss TOL  relative loss difference at most TOL in every epoch
-#   bytes     the same halo bytes in every epoch (forward, backward and
-#             evaluation, per layer)
+#   bytes [TOL]  the same halo bytes in every epoch (forward, backward and
+#             evaluation, per layer), or within TOL relative of each other
 #   same      every field but the timings identical (a resumed run)
 metrics() {
   python3 - "$@" <<'PY'
@@ -93,6 +97,19 @@ if mode == "loss":
     sys.exit(0 if worst <= tol else 1)
 if mode == "bytes":
     keys = ["bytes_fwd", "bytes_bwd", "bytes_fwd_layer", "bytes_bwd_layer", "bytes_eval_layer"]
+    tol = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+    def flat(v):
+        return v if isinstance(v, list) else [v]
+    worst = 0.0
+    for x, y in zip(ea, eb):
+        for k in keys:
+            for u, v in zip(flat(x.get(k)), flat(y.get(k))):
+                if u != v:
+                    worst = max(worst, abs(u - v) / max(abs(v), 1))
+    if tol > 0:
+        total = sum(x["bytes_fwd"] + x["bytes_bwd"] for x in ea)
+        print(f"{len(ea)} epochs, {len(keys)} fields, largest relative byte difference {worst:.3g} (tolerance {tol}); {total} halo bytes in all")
+        sys.exit(0 if worst <= tol else 1)
 else:
     keys = sorted(k for k in set(ea[0]) | set(eb[0])
                   if not k.endswith("seconds") and not k.endswith("rss_mb") and k != "resume_input_bytes")
@@ -131,19 +148,23 @@ for np in 2 4; do
 done
 
 step "--compress recommended on the GPU against the CPU: 4 goroutine ranks, then mpirun -np 4"
-# The device codes the same bytes as the CPU codecs, so the bytes must be
-# equal. The losses drift further than full communication's: a stochastic
+# The device codes the same bytes as the CPU codecs from the same rows (the
+# halo step above checks that, payload by payload). Here the rows differ in
+# their last bits (cuBLAS), and a row whose residual sits at the skip
+# threshold may go on one device and stay out on the other: the bytes may
+# differ by such rows, 0.2% at most, while a layer coded at other bits than
+# on the CPU would differ by a quarter or more. The losses drift further than full communication's: a stochastic
 # code rounds the other way where cuBLAS's product differs in the last bit,
 # and training amplifies it (1.5e-3 over 20 epochs with plain 2-bit codes
 # in TestGPUTrainingMatchesCPU, whose bound is 5e-3): 5e-3 here too.
 rec=(train --data "$g" --layers 3 --hidden 128 --epochs 10 --seed 3 --quiet --compress recommended)
 check rec4-gpu-run "$bin" "${rec[@]}" --ranks 4 --device cuda --metrics "$out/rec4-gpu.jsonl"
 check rec4-cpu-run "$bin" "${rec[@]}" --ranks 4 --device cpu --metrics "$out/rec4-cpu.jsonl"
-check rec4-bytes metrics bytes "$out/rec4-gpu.jsonl" "$out/rec4-cpu.jsonl"
+check rec4-bytes metrics bytes "$out/rec4-gpu.jsonl" "$out/rec4-cpu.jsonl" 2e-3
 check rec4-loss metrics loss "$out/rec4-gpu.jsonl" "$out/rec4-cpu.jsonl" 5e-3
 check rec-mpi4-gpu-run ranks 4 "${rec[@]}" --device cuda --gpu-transport mpi --metrics "$out/rec-mpi4-gpu.jsonl"
 check rec-mpi4-cpu-run ranks 4 "${rec[@]}" --device cpu --metrics "$out/rec-mpi4-cpu.jsonl"
-check rec-mpi4-bytes metrics bytes "$out/rec-mpi4-gpu.jsonl" "$out/rec-mpi4-cpu.jsonl"
+check rec-mpi4-bytes metrics bytes "$out/rec-mpi4-gpu.jsonl" "$out/rec-mpi4-cpu.jsonl" 2e-3
 check rec-mpi4-loss metrics loss "$out/rec-mpi4-gpu.jsonl" "$out/rec-mpi4-cpu.jsonl" 5e-3
 
 step "resume on the GPU: --compress recommended, 20 epochs, resumed from epoch 10, against the uninterrupted run"
