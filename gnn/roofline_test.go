@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +26,11 @@ import (
 // all-core copy bandwidth. GNN_SPMD_BENCH_DATA names the dataset (.h5),
 // else a 100k-node graph is generated; GNN_SPMD_ROOFLINE_OUT, if set, is
 // where the table goes (Markdown); GNN_SPMD_ROOFLINE_ORDER, the row order
-// (View.Reorder; default none).
+// (View.Reorder; default none). GNN_SPMD_ROOFLINE_RATES, if set, names
+// another machine's limits as "name,bytes/s,FLOP/s" (e.g. a GPU's memory
+// bandwidth, counting reads and writes, and its FP32 rate): the same
+// epoch's work, the same kernel calls, is then held against those too,
+// for the time that machine's epoch cannot beat.
 func BenchmarkEpochRoofline(b *testing.B) {
 	ds, view, order, reorderSeconds := rooflineView(b)
 	cpu := kernels.NewCPU(0)
@@ -93,12 +98,59 @@ func BenchmarkEpochRoofline(b *testing.B) {
 	fmt.Fprintf(&sb, "| **epoch** (wall, with evaluation and bookkeeping) | %.3f | %.3f | %.2f | |\n", epoch, sumBound, epoch/sumBound)
 	b.ReportMetric(epoch, "epoch-s")
 	b.ReportMetric(epoch/sumBound, "epoch/bound")
+	if spec := os.Getenv("GNN_SPMD_ROOFLINE_RATES"); spec != "" {
+		other, err := parseRates(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		other.table(&sb, timer, measured)
+	}
 	b.Log("\n" + sb.String())
 	if out := os.Getenv("GNN_SPMD_ROOFLINE_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(sb.String()), 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// rates are a machine's limits: memory bandwidth (reads and writes) and
+// dense FLOP rate.
+type rates struct {
+	name         string
+	bytes, flops float64
+}
+
+// parseRates reads "name,bytes/s,FLOP/s".
+func parseRates(spec string) (rates, error) {
+	f := strings.Split(spec, ",")
+	if len(f) != 3 {
+		return rates{}, fmt.Errorf("GNN_SPMD_ROOFLINE_RATES: got %q, expected name,bytes/s,FLOP/s", spec)
+	}
+	r := rates{name: f[0]}
+	var err error
+	if r.bytes, err = strconv.ParseFloat(f[1], 64); err == nil {
+		r.flops, err = strconv.ParseFloat(f[2], 64)
+	}
+	if err != nil || !(r.bytes > 0 && r.flops > 0) {
+		return rates{}, fmt.Errorf("GNN_SPMD_ROOFLINE_RATES: got %q, expected name,bytes/s,FLOP/s with positive rates", spec)
+	}
+	return r, nil
+}
+
+// table writes the epoch's work per phase against r's limits.
+func (r rates) table(sb *strings.Builder, timer *kernels.PhaseTimer, epochs float64) {
+	fmt.Fprintf(sb, "\nThe same work against %s: %.2f TB/s, %.1f TFLOP/s\n\n", r.name, r.bytes/1e12, r.flops/1e12)
+	sb.WriteString("| phase | work per epoch | bound s/epoch |\n|---|---|---|\n")
+	var sum float64
+	for p := range kernels.NumPhases {
+		bound, work := timer.Bytes[p]/epochs/r.bytes, fmt.Sprintf("%.2f GB", timer.Bytes[p]/epochs/1e9)
+		if p == kernels.Dense {
+			bound, work = timer.Flops[p]/epochs/r.flops, fmt.Sprintf("%.1f GFLOP", timer.Flops[p]/epochs/1e9)
+		}
+		sum += bound
+		fmt.Fprintf(sb, "| %s | %s | %.4f |\n", p, work, bound)
+	}
+	fmt.Fprintf(sb, "| **epoch** | | %.4f |\n", sum)
 }
 
 // rooflineView is the benchmark graph (rooflineData) as one process's
