@@ -4,8 +4,9 @@ package job
 
 // Training on the GPU against training on the CPU: four ranks sharing one
 // GPU (device copies between goroutine ranks) against four CPU ranks, with
-// full communication and with 2-bit quantized halo rows (fixed rate 16,
-// no residual coding).
+// full communication, with 2-bit quantized halo rows (fixed rate 16, no
+// residual coding) and with the recommended setting (residual coding,
+// skipped rows, shared headers).
 // The codecs and every kernel but the dense products are bit-identical to
 // the CPU's, so the losses differ only by cuBLAS's summation order. And
 // the GPU a rank binds. Without a GPU the cudaprobe import makes this
@@ -21,6 +22,7 @@ import (
 
 	"github.com/gnn-spmd/gnn-spmd/cgo/cudaprobe"
 	"github.com/gnn-spmd/gnn-spmd/comm/codec"
+	"github.com/gnn-spmd/gnn-spmd/gnn/compress"
 	"github.com/gnn-spmd/gnn-spmd/gnn/metrics"
 )
 
@@ -46,17 +48,19 @@ func TestGPUTrainingMatchesCPU(t *testing.T) {
 		s := DefaultSpec()
 		s.Data, s.Ranks, s.Partition, s.Device = path, 4, "metis", device
 		s.Run.Epochs, s.Run.Hidden, s.Run.Seed = epochs, 32, 3
-		// Plain 2-bit quantization: the CUDA exchange has no residual
-		// coding, gradient row skipping or shared headers yet.
-		k, _ := codec.ParseKind(kind)
-		s.Run.Compress.Fwd, s.Run.Compress.Bwd, s.Run.Compress.Ratio = k, k, 16
+		if kind == compress.PresetRecommended {
+			s.Run.Compress = compress.MustPreset(kind)
+		} else { // plain quantization at a fixed rate
+			k, _ := codec.ParseKind(kind)
+			s.Run.Compress.Fwd, s.Run.Compress.Bwd, s.Run.Compress.Ratio = k, k, 16
+		}
 		l := &lossLog{}
 		if err := Run(s, Env{Observer: l}); err != nil {
 			t.Fatalf("%s, %s: %v", device, kind, err)
 		}
 		return l
 	}
-	for _, kind := range []string{"none", "quant"} {
+	for _, kind := range []string{"none", "quant", compress.PresetRecommended} {
 		cpu, gpu := train("cpu", kind), train("cuda", kind)
 		if cpu.bytes != gpu.bytes {
 			t.Errorf("%s: epoch 0 sent %d forward bytes on the GPU, %d on the CPU", kind, gpu.bytes, cpu.bytes)
@@ -67,7 +71,9 @@ func TestGPUTrainingMatchesCPU(t *testing.T) {
 		// losses drifted apart by up to 1.5e-3 over the 20 epochs (0.18 %),
 		// hence the looser bound. The payloads themselves are compared
 		// byte for byte by comm/halo/gpu's TestMemoryMatchesHost.
-		tol := map[string]float64{"none": 1e-4, "quant": 5e-3}[kind]
+		// Epoch 0's forward bytes are equal under the recommended setting
+		// too: its first exchange codes every row from a zero state.
+		tol := map[string]float64{"none": 1e-4, "quant": 5e-3, compress.PresetRecommended: 5e-3}[kind]
 		for e := range cpu.losses {
 			if d := math.Abs(gpu.losses[e]-cpu.losses[e]) / cpu.losses[e]; d > tol {
 				t.Fatalf("%s: epoch %d loss %.7f on the GPU, %.7f on the CPU (rel. diff %.2g)", kind, e, gpu.losses[e], cpu.losses[e], d)

@@ -23,6 +23,14 @@ import (
 	"github.com/gnn-spmd/gnn-spmd/kernels/cuda"
 )
 
+// Every device transport receives the short payloads of skipped rows.
+var (
+	_ halo.ShortTransport[kernels.Bytes] = (*comm.SharedGPU)(nil)
+	_ halo.ShortTransport[kernels.Bytes] = (*comm.NCCL)(nil)
+	_ halo.ShortTransport[kernels.Bytes] = (*comm.HostStaged)(nil)
+	_ halo.ResidualMemory[kernels.Bytes] = (*CUDA)(nil)
+)
+
 func TestResidualExchangeMatchesHost(t *testing.T) {
 	device(t) // SKIP without a GPU
 	for _, c := range []struct {
