@@ -331,11 +331,7 @@ func residualEncode[P any](x *Exchange[P], mem ResidualMemory[P], layer, dir int
 			// The sender decodes its own payload into residual rows it has
 			// encoded, and adds them into its copy of the receiver's state.
 			mem.Decode(c, wire, &r.d, lo, lo+len(rows))
-			if bitmap != nil {
-				mem.ScatterAddOnce(rows, &r.d, lo, &st.sent)
-			} else {
-				mem.ScatterAdd(rows, &r.d, lo, &st.sent)
-			}
+			scatterAdd(mem, bitmap, rows, &r.d, lo, &st.sent)
 			if measure {
 				// comp_error: what the receiver's rows miss of the sender's now.
 				e, nn := mem.SqDiff(idx(p), src, &st.sent, lo)
