@@ -33,6 +33,8 @@ from torch_geometric.nn import SAGEConv
 
 
 def load(path, split):
+    """The graph (CSR), features, labels and the split's node lists of a
+    gnn-spmd dataset file (the first split unless one is named)."""
     with h5py.File(path, "r") as f:
         if f.attrs["format"] != "gnn-spmd-dataset":
             sys.exit(f"{path}: not a gnn-spmd-dataset file")
@@ -42,10 +44,10 @@ def load(path, split):
         indices = f["graph/indices"][...].astype(np.int64)
         x = np.ascontiguousarray(f["node/features"][...], dtype=np.float32)
         y = f["node/labels"][...].astype(np.int64)
-        names = sorted(f["splits"].keys())
-        split = split or names[0]
-        train = np.sort(f["splits"][split]["train"][...]).astype(np.int64)
-    return n, classes, indptr, indices, x, y, train
+        split = split or sorted(f["splits"].keys())[0]
+        s = f["splits"][split]
+        parts = {k: s[k][...].astype(np.int64) for k in ("train", "valid", "test")}
+    return n, classes, indptr, indices, x, y, parts
 
 
 class SAGE(torch.nn.Module):
@@ -76,7 +78,8 @@ def main():
 
     dev = torch.device("cuda")
     t0 = time.perf_counter()
-    n, classes, indptr, indices, x, y, train = load(a.data, a.split)
+    n, classes, indptr, indices, x, y, parts = load(a.data, a.split)
+    train = np.sort(parts["train"])
     if a.adj == "csr":
         adj = torch.sparse_csr_tensor(torch.from_numpy(indptr), torch.from_numpy(indices),
                                       torch.ones(len(indices)), size=(n, n)).to(dev)

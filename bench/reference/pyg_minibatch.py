@@ -37,26 +37,10 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
-    import h5py
+    import h5py  # noqa: F401  pyg_gpu's reader needs it; said here in one line
 except ImportError:
     sys.exit("pyg_minibatch.py: needs h5py to read the gnn-spmd dataset file (pip install h5py)")
-from pyg_gpu import SAGE  # noqa: E402  the same model as the full-batch timing
-
-
-def load(path, split):
-    with h5py.File(path, "r") as f:
-        if f.attrs["format"] != "gnn-spmd-dataset":
-            sys.exit(f"{path}: not a gnn-spmd-dataset file")
-        n = int(f.attrs["num_nodes"])
-        classes = int(f.attrs["num_classes"])
-        indptr = f["graph/indptr"][...].astype(np.int64)
-        indices = f["graph/indices"][...].astype(np.int64)
-        x = np.ascontiguousarray(f["node/features"][...], dtype=np.float32)
-        y = f["node/labels"][...].astype(np.int64)
-        split = split or sorted(f["splits"].keys())[0]
-        s = f["splits"][split]
-        parts = {k: s[k][...].astype(np.int64) for k in ("train", "valid", "test")}
-    return n, classes, indptr, indices, x, y, parts
+from pyg_gpu import SAGE, load  # noqa: E402  the same model and reader as the full-batch timing
 
 
 class TorchSampler:

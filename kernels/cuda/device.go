@@ -411,15 +411,21 @@ func (d *Device) download(dst unsafe.Pointer, src cu.DevicePtr, bytes int64) {
 
 // scratchBuf returns at least bytes of scratch device memory.
 func (d *Device) scratchBuf(bytes int64) cu.DevicePtr {
-	if bytes > d.scrLen {
-		if d.scratch != 0 {
-			fail("free scratch", cu.MemFree(d.scratch))
-			delete(d.allocs, d.scratch)
+	return d.grow(&d.scratch, &d.scrLen, bytes, "scratch")
+}
+
+// grow returns *buf, replaced by an allocation of at least bytes (at least
+// twice the old one) where *n, its size, is short.
+func (d *Device) grow(buf *cu.DevicePtr, n *int64, bytes int64, what string) cu.DevicePtr {
+	if bytes > *n {
+		if *buf != 0 {
+			fail("free "+what, cu.MemFree(*buf))
+			delete(d.allocs, *buf)
 		}
-		d.scrLen = max(bytes, 2*d.scrLen)
-		d.scratch = d.alloc("scratch", d.scrLen)
+		*n = max(bytes, 2**n)
+		*buf = d.alloc(what, *n)
 	}
-	return d.scratch
+	return *buf
 }
 
 // Ints returns the device copy of an index slice, uploading it on first
@@ -446,16 +452,9 @@ func (d *Device) intsOnce(x []int32) uint64 {
 		return 0
 	}
 	bytes := int64(4 * len(x))
-	if bytes > d.onceLen {
-		if d.once != 0 {
-			fail("free row list", cu.MemFree(d.once))
-			delete(d.allocs, d.once)
-		}
-		d.onceLen = max(bytes, 2*d.onceLen)
-		d.once = d.alloc("row list", d.onceLen)
-	}
-	fail("upload row list", cu.MemcpyHtoD(d.once, unsafe.Pointer(&x[0]), bytes))
-	return dptr(d.once)
+	p := d.grow(&d.once, &d.onceLen, bytes, "row list")
+	fail("upload row list", cu.MemcpyHtoD(p, unsafe.Pointer(&x[0]), bytes))
+	return dptr(p)
 }
 
 func (d *Device) adj(a *kernels.Adj) *deviceAdj {
