@@ -248,13 +248,17 @@ func TestSqDiff(t *testing.T) {
 // TestResidualSub: residual_sub's differences and largest magnitudes
 // equal Host.Residual's bit for bit (the skip decisions are made from them
 // on the host by the same Go code), on every width and row kind, the
-// state rows of another kind (NaN and infinite residuals included).
+// state rows of another kind (NaN and infinite residuals included) or
+// equal to the row (a zero residual, which the skip leaves out).
 func TestResidualSub(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 24))
 	for cols := 0; cols <= maxWidth; cols++ {
 		for ki, kind := range rowKinds {
 			m := rows3(r, cols, kind.fill)
 			s := rows3(r, cols, rowKinds[(ki+3)%len(rowKinds)].fill)
+			if ki%2 == 0 { // a state equal to its row: a zero residual, a row the skip leaves out
+				copy(s[:cols], m[2*cols:])
+			}
 			idx := []int32{2, 0, 2}
 			d, dmax, mmax := make([]float32, 3*cols), make([]uint32, 3), make([]uint32, 3)
 			ResidualSub(idx, cols, m, s, d, dmax, mmax)
