@@ -86,17 +86,7 @@ func (l *SharedGPU) Rank() int { return l.host.Rank() }
 func (l *SharedGPU) Size() int { return l.host.Size() }
 
 func (l *SharedGPU) AllToAllV(send, recv []kernels.Bytes) error {
-	if err := l.trade(send); err != nil {
-		return err
-	}
-	for p, b := range recv {
-		src, n := l.peer(p)
-		if n != b.Len {
-			return fmt.Errorf("comm: rank %d sends %d bytes, rank %d expects %d", p, n, l.Rank(), b.Len)
-		}
-		l.dev.CopyBytes(b.Ptr, src, n)
-	}
-	return l.done()
+	return l.copyAll(send, recv, nil)
 }
 
 // AllToAllVShort: the lengths travel with the addresses, so a payload
@@ -105,18 +95,32 @@ func (l *SharedGPU) AllToAllVShort(send, recv []kernels.Bytes, got []int) error 
 	if err := checkCounts("AllToAllVShort", l.Rank(), l.Size(), send, recv, got); err != nil {
 		return err
 	}
+	return l.copyAll(send, recv, got)
+}
+
+// copyAll trades the payloads' addresses and copies each peer's into
+// recv: exactly recv[p].Len bytes where got is nil, else at most that
+// many, their count in got[p].
+func (l *SharedGPU) copyAll(send, recv []kernels.Bytes, got []int) error {
 	if err := l.trade(send); err != nil {
 		return err
 	}
 	for p, b := range recv {
 		src, n := l.peer(p)
-		if n > b.Len {
+		switch {
+		case got == nil && n != b.Len:
+			return fmt.Errorf("comm: rank %d sends %d bytes, rank %d expects %d", p, n, l.Rank(), b.Len)
+		case got != nil && n > b.Len:
 			return tooLong(p, n, l.Rank(), b.Len)
 		}
 		l.dev.CopyBytes(b.Ptr, src, n)
-		got[p] = n
+		if got != nil {
+			got[p] = n
+		}
 	}
-	return l.done()
+	// No rank may reuse its send buffers before every peer's copy is
+	// issued (the stream then orders the copies first).
+	return l.host.Barrier()
 }
 
 // trade sends every peer the address and length of its payload.
@@ -132,10 +136,6 @@ func (l *SharedGPU) trade(send []kernels.Bytes) error {
 func (l *SharedGPU) peer(p int) (uintptr, int) {
 	return uintptr(binary.LittleEndian.Uint64(l.addrs[p])), int(binary.LittleEndian.Uint64(l.addrs[p][8:]))
 }
-
-// done waits until every peer has issued its copies: no rank may reuse its
-// send buffers before (the stream then orders the copies first).
-func (l *SharedGPU) done() error { return l.host.Barrier() }
 
 // AllReduceMat sums through the host: in-process ranks share one GPU, whose
 // bandwidth the copy barely touches at parameter sizes.

@@ -60,53 +60,51 @@ func (s *HostStaged) labelHost(def *Op) {
 // AllToAllV downloads the payloads, exchanges them with the host's
 // AllToAllV and uploads what came.
 func (s *HostStaged) AllToAllV(send, recv []kernels.Bytes) error {
-	r := s.Rank()
-	if err := checkCounts("host-staged AllToAllV", r, s.Size(), send, recv, nil); err != nil {
-		return err
-	}
-	if send[r].Len != recv[r].Len {
-		return fmt.Errorf("comm: rank %d sends %d bytes, rank %d expects %d", r, send[r].Len, r, recv[r].Len)
-	}
-	s.sendBuf = window(s.sendBuf, s.sendView, send, r)
-	s.recvBuf = window(s.recvBuf, s.recvView, recv, r)
-	s.download(send, r)
-	s.labelHost(&opStagedAllToAll)
-	if err := s.host.AllToAllV(s.sendView, s.recvView); err != nil {
-		return err
-	}
-	s.dev.CopyBytes(recv[r].Ptr, send[r].Ptr, send[r].Len)
-	for p, b := range recv {
-		if p != r {
-			s.dev.UploadBytes(b, s.recvView[p])
-		}
-	}
-	return nil
+	return s.staged("host-staged AllToAllV", send, recv, nil, func() error { return s.host.AllToAllV(s.sendView, s.recvView) })
 }
 
 // AllToAllVShort is AllToAllV with the host's AllToAllVShort: each host
 // receive window is the payload's bound, and only the bytes that came go
 // back to the device.
 func (s *HostStaged) AllToAllVShort(send, recv []kernels.Bytes, got []int) error {
+	return s.staged("host-staged AllToAllVShort", send, recv, got, func() error { return s.host.AllToAllVShort(s.sendView, s.recvView, got) })
+}
+
+// staged runs one all-to-all through host memory: the payloads go down to
+// their host windows, move runs the host's exchange, and what came goes up
+// (got[p] bytes from rank p where got is not nil, else recv[p].Len). A
+// rank's payload to itself is copied on the device.
+func (s *HostStaged) staged(op string, send, recv []kernels.Bytes, got []int, move func() error) error {
 	r := s.Rank()
-	if err := checkCounts("host-staged AllToAllVShort", r, s.Size(), send, recv, got); err != nil {
+	if err := checkCounts(op, r, s.Size(), send, recv, got); err != nil {
 		return err
 	}
-	if send[r].Len > recv[r].Len {
+	switch {
+	case got != nil && send[r].Len > recv[r].Len:
 		return tooLong(r, send[r].Len, r, recv[r].Len)
+	case got == nil && send[r].Len != recv[r].Len:
+		return fmt.Errorf("comm: rank %d sends %d bytes, rank %d expects %d", r, send[r].Len, r, recv[r].Len)
 	}
 	s.sendBuf = window(s.sendBuf, s.sendView, send, r)
 	s.recvBuf = window(s.recvBuf, s.recvView, recv, r)
 	s.download(send, r)
 	s.labelHost(&opStagedAllToAll)
-	if err := s.host.AllToAllVShort(s.sendView, s.recvView, got); err != nil {
+	if err := move(); err != nil {
 		return err
 	}
 	s.dev.CopyBytes(recv[r].Ptr, send[r].Ptr, send[r].Len)
-	got[r] = send[r].Len
+	if got != nil {
+		got[r] = send[r].Len
+	}
 	for p, b := range recv {
-		if p != r {
-			s.dev.UploadBytes(kernels.Bytes{Ptr: b.Ptr, Len: got[p]}, s.recvView[p][:got[p]])
+		if p == r {
+			continue
 		}
+		n := b.Len
+		if got != nil {
+			n = got[p]
+		}
+		s.dev.UploadBytes(kernels.Bytes{Ptr: b.Ptr, Len: n}, s.recvView[p][:n])
 	}
 	return nil
 }

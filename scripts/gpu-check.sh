@@ -98,15 +98,11 @@ if mode == "loss":
 if mode == "bytes":
     keys = ["bytes_fwd", "bytes_bwd", "bytes_fwd_layer", "bytes_bwd_layer", "bytes_eval_layer"]
     tol = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
-    def flat(v):
-        return v if isinstance(v, list) else [v]
-    worst = 0.0
-    for x, y in zip(ea, eb):
-        for k in keys:
-            for u, v in zip(flat(x.get(k)), flat(y.get(k))):
-                if u != v:
-                    worst = max(worst, abs(u - v) / max(abs(v), 1))
     if tol > 0:
+        def flat(v):
+            return v if isinstance(v, list) else [v]
+        worst = max((abs(u - v) / max(abs(v), 1) for x, y in zip(ea, eb) for k in keys
+                     for u, v in zip(flat(x.get(k)), flat(y.get(k)))), default=0.0)
         total = sum(x["bytes_fwd"] + x["bytes_bwd"] for x in ea)
         print(f"{len(ea)} epochs, {len(keys)} fields, largest relative byte difference {worst:.3g} (tolerance {tol}); {total} halo bytes in all")
         sys.exit(0 if worst <= tol else 1)

@@ -171,10 +171,14 @@ func (s Spec) Ungrouped() Spec {
 	return s
 }
 
-// groups splits rows into the whole groups of s and the rest.
-func (s Spec) groups(rows int) (whole, rest int) {
+// Groups lays out rows x cols values under s as the quant(b, g) format
+// codes them: whole groups of Group() rows, each one row of width values,
+// then the rest's rows as one row whose payload starts at byte restAt
+// (drawn from ^seed). Devices that code the format call it too.
+func (s Spec) Groups(rows, cols int) (whole, rest, width, restAt int) {
 	g := s.Group()
-	return rows / g, rows % g
+	whole, rest, width = rows/g, rows%g, g*cols
+	return whole, rest, width, s.Ungrouped().WireSize(whole, width)
 }
 
 // WireSize is the exact payload size in bytes for rows x cols values.
@@ -185,8 +189,8 @@ func (s Spec) WireSize(rows, cols int) int {
 	case s.kind == KindQuant && s.bits == 16:
 		return 2 * rows * cols
 	case s.kind == KindQuant && s.group > 1:
-		whole, rest := s.groups(rows)
-		n := whole * quantStride(int(s.group)*cols, uint(s.bits))
+		whole, rest, width, _ := s.Groups(rows, cols)
+		n := whole * quantStride(width, uint(s.bits))
 		if rest > 0 {
 			n += quantStride(rest*cols, uint(s.bits))
 		}
@@ -209,9 +213,8 @@ func (s Spec) Encode(dst []byte, src []float32, rows, cols int, seed uint64) {
 	case s.kind == KindQuant && s.bits == 16:
 		bf16Encode(dst, src, rows, cols, seed)
 	case s.kind == KindQuant && s.group > 1:
-		whole, rest := s.groups(rows)
-		w, n := int(s.group)*cols, whole*int(s.group)*cols
-		at := s.Ungrouped().WireSize(whole, w)
+		whole, rest, w, at := s.Groups(rows, cols)
+		n := whole * w
 		quantEncode(dst[:at], src[:n], whole, w, uint(s.bits), seed)
 		if rest > 0 {
 			quantEncode(dst[at:], src[n:], 1, rest*cols, uint(s.bits), ^seed)
@@ -253,9 +256,8 @@ func (s Spec) Decode(dst []float32, src []byte, rows, cols int) {
 	case s.kind == KindQuant && s.bits == 16:
 		bf16Decode(dst, src)
 	case s.kind == KindQuant && s.group > 1:
-		whole, rest := s.groups(rows)
-		w, n := int(s.group)*cols, whole*int(s.group)*cols
-		at := s.Ungrouped().WireSize(whole, w)
+		whole, rest, w, at := s.Groups(rows, cols)
+		n := whole * w
 		quantDecode(dst[:n], src[:at], whole, w, uint(s.bits))
 		if rest > 0 {
 			quantDecode(dst[n:], src[at:], 1, rest*cols, uint(s.bits))

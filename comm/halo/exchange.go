@@ -330,11 +330,11 @@ func (x *Exchange[P]) BackwardAdd(layer int, own *kernels.Mat) error {
 		if !c.Raw() {
 			x.mem.Decode(c, x.recvB[p], &x.stage, pl.sendStart[p], pl.sendStart[p]+len(rows))
 		}
-		if skip {
+		if skip { // rows is the scratch's list of kept rows, new every call
 			x.residualMemory().ScatterAddOnce(rows, &x.stage, pl.sendStart[p], own)
-		} else {
-			x.mem.ScatterAdd(rows, &x.stage, pl.sendStart[p], own)
+			continue
 		}
+		x.mem.ScatterAdd(rows, &x.stage, pl.sendStart[p], own)
 	}
 	return x.timed(start, &x.meter.CodecSeconds) // the scatter-add counts as decoding
 }

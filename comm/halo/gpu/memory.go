@@ -97,28 +97,19 @@ func (g *CUDA) encodeGrouped(c codec.Spec, rows cuda.Rows, src *kernels.Mat, dst
 		g.Dev.GatherRows(rows, src, &gathered)
 		src = &gathered
 	}
-	whole, rest, w, at := groups(c, src.Rows, src.Cols)
-	u := c.Ungrouped()
-	g.Dev.QuantEncode(u.Bits(), cuda.AllRows(), &kernels.Mat{Rows: whole, Cols: w, Ptr: src.Ptr}, dst.Ptr, seed)
+	whole, rest, w, at := c.Groups(src.Rows, src.Cols)
+	g.Dev.QuantEncode(c.Bits(), cuda.AllRows(), &kernels.Mat{Rows: whole, Cols: w, Ptr: src.Ptr}, dst.Ptr, seed)
 	if rest > 0 {
 		tail := &kernels.Mat{Rows: 1, Cols: rest * src.Cols, Ptr: src.Ptr + uintptr(4*whole*w)}
-		g.Dev.QuantEncode(u.Bits(), cuda.AllRows(), tail, dst.Ptr+uintptr(at), ^seed)
+		g.Dev.QuantEncode(c.Bits(), cuda.AllRows(), tail, dst.Ptr+uintptr(at), ^seed)
 	}
-}
-
-// groups splits rows of cols values under the grouped codec c into whole
-// groups of w values each and the rest's rows, and says where the rest's
-// payload starts.
-func groups(c codec.Spec, rows, cols int) (whole, rest, w, at int) {
-	whole, rest, w = rows/c.Group(), rows%c.Group(), c.Group()*cols
-	return whole, rest, w, c.Ungrouped().WireSize(whole, w)
 }
 
 func (g *CUDA) Decode(c codec.Spec, src kernels.Bytes, m *kernels.Mat, lo, hi int) {
 	dst := m.View(lo, hi)
 	switch {
 	case c.Group() > 1:
-		whole, rest, w, at := groups(c, dst.Rows, dst.Cols)
+		whole, rest, w, at := c.Groups(dst.Rows, dst.Cols)
 		g.Dev.QuantDecode(c.Bits(), src.Ptr, &kernels.Mat{Rows: whole, Cols: w, Ptr: dst.Ptr})
 		if rest > 0 {
 			tail := &kernels.Mat{Rows: 1, Cols: rest * dst.Cols, Ptr: dst.Ptr + uintptr(4*whole*w)}

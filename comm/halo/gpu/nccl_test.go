@@ -110,13 +110,7 @@ func ncclRank(host *comm.Local, owned int, send [][]int32, recvStart []int, f in
 		}
 		gh := d.NewMat(h.Rows, f)
 		d.Upload(gh, h.Data)
-		if err := gx.Forward(0, gh); err != nil {
-			return err
-		}
-		if err := hx.Forward(0, h); err != nil {
-			return err
-		}
-		if err := sameMat(d, gh, h, c.Name()+" forward"); err != nil {
+		if err := forwardBoth(d, gx, hx, gh, h, c.Name()+" forward"); err != nil {
 			return err
 		}
 
@@ -124,25 +118,44 @@ func ncclRank(host *comm.Local, owned int, send [][]int32, recvStart []int, f in
 		fill(dh, 2)
 		fill(own, 3)
 		gdh, gown := d.NewMat(halos, f), d.NewMat(owned, f)
-		d.Upload(gdh, dh.Data)
-		d.Upload(gown, own.Data)
-		if err := gx.BackwardSend(0, gdh); err != nil {
-			return err
-		}
-		if err := gx.BackwardAdd(0, gown); err != nil {
-			return err
-		}
-		if err := hx.BackwardSend(0, dh); err != nil {
-			return err
-		}
-		if err := hx.BackwardAdd(0, own); err != nil {
-			return err
-		}
-		if err := sameMat(d, gown, own, c.Name()+" backward"); err != nil {
+		if err := backwardBoth(d, gx, hx, gdh, gown, dh, own, c.Name()+" backward"); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// forwardBoth runs layer 0's forward exchange on the GPU rows gh and on
+// the host rows h, and compares them.
+func forwardBoth(d *cuda.Device, gx, hx halo.Exchanger, gh, h *kernels.Mat, what string) error {
+	if err := gx.Forward(0, gh); err != nil {
+		return err
+	}
+	if err := hx.Forward(0, h); err != nil {
+		return err
+	}
+	return sameMat(d, gh, h, what)
+}
+
+// backwardBoth uploads the host's halo gradients dh and owned rows own to
+// gdh and gown, runs layer 0's backward exchange on both, and compares the
+// owned rows.
+func backwardBoth(d *cuda.Device, gx, hx halo.Exchanger, gdh, gown, dh, own *kernels.Mat, what string) error {
+	d.Upload(gdh, dh.Data)
+	d.Upload(gown, own.Data)
+	if err := gx.BackwardSend(0, gdh); err != nil {
+		return err
+	}
+	if err := gx.BackwardAdd(0, gown); err != nil {
+		return err
+	}
+	if err := hx.BackwardSend(0, dh); err != nil {
+		return err
+	}
+	if err := hx.BackwardAdd(0, own); err != nil {
+		return err
+	}
+	return sameMat(d, gown, own, what)
 }
 
 func sameMat(d *cuda.Device, g, h *kernels.Mat, what string) error {
@@ -150,7 +163,7 @@ func sameMat(d *cuda.Device, g, h *kernels.Mat, what string) error {
 	d.Download(got, g)
 	for i, v := range got {
 		if w := h.Data[i]; math.Float32bits(v) != math.Float32bits(w) {
-			return fmt.Errorf("%s: element %d (row %d) is %v over NCCL, %v on the host", what, i, i/h.Cols, v, w)
+			return fmt.Errorf("%s: element %d (row %d) is %v on the GPU, %v on the host", what, i, i/h.Cols, v, w)
 		}
 	}
 	return nil

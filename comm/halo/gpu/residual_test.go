@@ -118,34 +118,14 @@ func residualRank(host *comm.Local, fwd, bwd codec.Spec, res halo.Residual) erro
 			x.SetEpoch(7, e)
 			x.Meter().Reset()
 		}
-		if err := gx.Forward(0, gh); err != nil {
-			return err
-		}
-		if err := hx.Forward(0, h); err != nil {
-			return err
-		}
-		if err := sameMat(d, gh, h, fmt.Sprintf("rank %d epoch %d forward", r, e)); err != nil {
+		if err := forwardBoth(d, gx, hx, gh, h, fmt.Sprintf("rank %d epoch %d forward", r, e)); err != nil {
 			return err
 		}
 		dh, own := h.View(owned[r], h.Rows), h.View(0, owned[r])
 		for i := range dh.Data {
 			dh.Data[i] = float32(rng.NormFloat64()) * float32(1+i%5)
 		}
-		d.Upload(gdh, dh.Data)
-		d.Upload(gown, own.Data)
-		if err := gx.BackwardSend(0, gdh); err != nil {
-			return err
-		}
-		if err := gx.BackwardAdd(0, gown); err != nil {
-			return err
-		}
-		if err := hx.BackwardSend(0, dh); err != nil {
-			return err
-		}
-		if err := hx.BackwardAdd(0, own); err != nil {
-			return err
-		}
-		if err := sameMat(d, gown, own, fmt.Sprintf("rank %d epoch %d backward", r, e)); err != nil {
+		if err := backwardBoth(d, gx, hx, gdh, gown, dh, own, fmt.Sprintf("rank %d epoch %d backward", r, e)); err != nil {
 			return err
 		}
 		if g, w := gx.Meter(), hx.Meter(); fmt.Sprint(g.Fwd, g.Bwd) != fmt.Sprint(w.Fwd, w.Bwd) {
