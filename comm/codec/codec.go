@@ -32,7 +32,7 @@
 //	                stochastically rounded; 2*rows*cols bytes.
 //	quant(32)       raw float32, identical to none.
 //
-// Random draws (wire version 4): one 32-bit hash (rng.Hash32) serves 4
+// Random draws (since wire version 4): one 32-bit hash (rng.Hash32) serves 4
 // columns, 8 bits each. With h = Mix64(seed), k0 = uint32(h) and
 // k1 = uint32(h>>32), row i (0-based, within the call) and column j take
 //
@@ -63,7 +63,7 @@ import (
 
 // WireVersion is the version of the wire formats above. Ranks of one job
 // refuse to train unless their builds share it; change it with any format.
-const WireVersion = 4
+const WireVersion = 5
 
 // Spec is one codec: its kind and, for quant, the bits per value, for
 // trunc the rate that fixes the columns kept. It is all a device needs to
@@ -73,7 +73,7 @@ const WireVersion = 4
 type Spec struct {
 	kind  Kind
 	bits  uint8   // quant: 1..8 or 16; none: 32
-	group uint16  // quant below 16 bits: rows per header, 0 and 1 meaning one
+	group uint16  // quant below 16 bits and tern: rows per header, 0 and 1 meaning one
 	rate  float64 // trunc: the rate r >= 1
 }
 
@@ -87,16 +87,20 @@ const (
 	KindTrunc
 	// KindQuant sends stochastically rounded b-bit codes.
 	KindQuant
+	// KindTern sends ternary codes of residuals (tern.go): not a codec of
+	// its own on the command line, but quant's rung at TernRate where the
+	// exchange codes residuals.
+	KindTern
 )
 
-var kindNames = [...]string{"none", "trunc", "quant"}
+var kindNames = [...]string{"none", "trunc", "quant", "tern"}
 
 func (k Kind) String() string { return kindNames[k] }
 
 // ParseKind reads a codec kind given on the command line: none, trunc or
 // quant.
 func ParseKind(name string) (Kind, error) {
-	for k, n := range kindNames {
+	for k, n := range kindNames[:KindTern] {
 		if name == n {
 			return Kind(k), nil
 		}
@@ -120,10 +124,14 @@ func (s Spec) Kind() Kind { return s.kind }
 // exchange moves in place without encoding.
 func (s Spec) Raw() bool { return s.kind == KindNone }
 
-// Bits is the bits per value: 1..8 or 16 for quant, 32 when raw, 0 for trunc.
+// Bits is the bits per value: 1..8 or 16 for quant, 32 when raw, 0 for
+// trunc, TernBits for tern.
 func (s Spec) Bits() int {
-	if s.kind == KindNone {
+	switch s.kind {
+	case KindNone:
 		return 32
+	case KindTern:
+		return TernBits
 	}
 	return int(s.bits)
 }
@@ -140,6 +148,10 @@ func (s Spec) Name() string {
 		return "quant(b=" + strconv.Itoa(int(s.bits)) + ",g=" + strconv.Itoa(int(s.group)) + ")"
 	case s.kind == KindQuant:
 		return "quant(b=" + strconv.Itoa(int(s.bits)) + ")"
+	case s.kind == KindTern && s.group > 1:
+		return "tern(g=" + strconv.Itoa(int(s.group)) + ")"
+	case s.kind == KindTern:
+		return "tern"
 	}
 	return "none"
 }
@@ -148,21 +160,21 @@ func (s Spec) Name() string {
 const MaxGroup = 1 << 12
 
 // Grouped returns s coding g consecutive rows under one header (the
-// quant(b, g) format), for quant below 16 bits; the other codecs have no
-// row header and are returned as they are, as is s for g <= 1. g above
-// MaxGroup panics.
+// quant(b, g) and tern(g) formats), for quant below 16 bits and tern; the
+// other codecs have no row header and are returned as they are, as is s
+// for g <= 1. g above MaxGroup panics.
 func (s Spec) Grouped(g int) Spec {
 	if g > MaxGroup {
 		panic(fmt.Sprintf("codec: Grouped: %d rows per header, at most %d", g, MaxGroup))
 	}
-	if s.kind != KindQuant || s.bits >= 16 || g <= 1 {
+	if !(s.kind == KindQuant && s.bits < 16 || s.kind == KindTern) || g <= 1 {
 		return s
 	}
 	s.group = uint16(g)
 	return s
 }
 
-// Group is the rows per header: 1 unless s is a grouped quant codec.
+// Group is the rows per header: 1 unless s is a grouped quant or tern codec.
 func (s Spec) Group() int { return max(int(s.group), 1) }
 
 // Ungrouped is s with one header per row.
@@ -171,13 +183,17 @@ func (s Spec) Ungrouped() Spec {
 	return s
 }
 
-// Groups lays out rows x cols values under s as the quant(b, g) format
-// codes them: whole groups of Group() rows, each one row of width values,
-// then the rest's rows as one row whose payload starts at byte restAt
-// (drawn from ^seed). Devices that code the format call it too.
+// Groups lays out rows x cols values under s as the quant(b, g) and
+// tern(g) formats code them: whole groups of Group() rows, each one row of
+// width values, then the rest's rows as one row whose payload starts at
+// byte restAt (quant: drawn from ^seed; tern: after the key and the whole
+// groups, draw row whole). Devices that code the formats call it too.
 func (s Spec) Groups(rows, cols int) (whole, rest, width, restAt int) {
 	g := s.Group()
 	whole, rest, width = rows/g, rows%g, g*cols
+	if s.kind == KindTern {
+		return whole, rest, width, ternKey + whole*ternStride(width)
+	}
 	return whole, rest, width, s.Ungrouped().WireSize(whole, width)
 }
 
@@ -197,6 +213,9 @@ func (s Spec) WireSize(rows, cols int) int {
 		return n
 	case s.kind == KindQuant:
 		return rows * quantStride(cols, uint(s.bits))
+	case s.kind == KindTern:
+		whole, rest, width, _ := s.Groups(rows, cols)
+		return ternWireSize(whole, width, rest, rest*cols)
 	}
 	return 4 * rows * cols
 }
@@ -221,6 +240,8 @@ func (s Spec) Encode(dst []byte, src []float32, rows, cols int, seed uint64) {
 		}
 	case s.kind == KindQuant:
 		quantEncode(dst, src, rows, cols, uint(s.bits), seed)
+	case s.kind == KindTern:
+		s.ternEncodeAll(dst, src, rows, cols, seed)
 	default:
 		putF32s(dst, src)
 	}
@@ -264,6 +285,8 @@ func (s Spec) Decode(dst []float32, src []byte, rows, cols int) {
 		}
 	case s.kind == KindQuant:
 		quantDecode(dst, src, rows, cols, uint(s.bits))
+	case s.kind == KindTern:
+		s.ternDecodeAll(dst, src, rows, cols)
 	default:
 		getF32s(dst, src)
 	}

@@ -10,11 +10,13 @@ import (
 
 // fuzzCodec maps two fuzzed bytes to a codec of any kind and width.
 func fuzzCodec(kind, arg uint8) Spec {
-	switch kind % 3 {
+	switch kind % 4 {
 	case 0:
 		return None()
 	case 1:
 		return Trunc(1 + float64(arg)/16)
+	case 3:
+		return Tern().Grouped(int(arg % 5))
 	}
 	widths := [...]int{1, 2, 3, 4, 5, 6, 7, 8, 16, 32}
 	return Quant(widths[int(arg)%len(widths)])
@@ -156,6 +158,9 @@ func FuzzCodecRoundTrip(f *testing.F) {
 			return
 		case c.Kind() == KindQuant:
 			keep = -1
+		case c.Kind() == KindTern:
+			ternWithin(t, c, x, y, r, k)
+			return
 		}
 		for i := range r * k {
 			want := math.Float32bits(x[i])
@@ -195,4 +200,32 @@ func FuzzCodecRoundTrip(f *testing.F) {
 			}
 		}
 	})
+}
+
+// ternWithin checks a ternary round trip: each group's values decode
+// within s/2 of themselves (NaN as 0), s the group's largest magnitude
+// rounded up to a bf16 (tern.go).
+func ternWithin(t *testing.T, c Spec, x, y []float32, r, k int) {
+	_, _, w, _ := c.Groups(r, k)
+	for at := 0; at < len(x) && w > 0; at += w {
+		part, dec := x[at:min(at+w, len(x))], y[at:min(at+w, len(x))]
+		var m float32
+		for _, v := range part {
+			if v == v {
+				m = max(m, float32(math.Abs(float64(v))))
+			}
+		}
+		if m > 1e38 || m < 0x1p-96 {
+			continue // clamped to the largest bf16, or s subnormal
+		}
+		s := float64(bf16Up(m))
+		for i, v := range part {
+			if v != v {
+				v = 0
+			}
+			if d := float64(dec[i]); math.Abs(d-float64(v)) > s*(0.5+1e-6) {
+				t.Fatalf("%s: %v decoded to %v (s = %v)", c.Name(), v, d, s)
+			}
+		}
+	}
 }

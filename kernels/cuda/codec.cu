@@ -1,12 +1,13 @@
 // Halo codecs: the CUDA twins of comm/codec.go's trunc, quant(b<=8) and
-// quant(16) (bf16) encoders and decoders, producing and reading the same
-// bytes (read that file's package doc for the wire formats and the random
-// draws). Encoders take an optional row index list: payload row i encodes
-// source row r = idx[i] (or i when idx is NULL), so that the forward halo
-// exchange encodes straight from the owned rows; i, the payload row, keys
-// the draws, as in the Go encoder run on the gathered rows. h = mix64(seed)
-// is computed by the caller. The per-row and per-element routines are in
-// codec.cuh; see common.cuh for the conventions.
+// quant(16) (bf16) encoders and decoders, and of comm/codec/tern.go's
+// tern, producing and reading the same bytes (read those files' docs for
+// the wire formats and the random draws). Encoders take an optional row
+// index list: payload row i encodes source row r = idx[i] (or i when idx
+// is NULL), so that the forward halo exchange encodes straight from the
+// owned rows; i, the payload row (first + i for tern), keys the draws, as
+// in the Go encoder run on the gathered rows. h = mix64(seed) is computed
+// by the caller. The per-row and per-element routines are in codec.cuh;
+// see common.cuh for the conventions.
 #include "codec.cuh"
 
 // ---- quant(b), b in 1..8 ----
@@ -69,6 +70,54 @@ extern "C" __global__ void bf16_encode(int rows, int cols, const int* idx, const
 // bf16_decode: dst[k] = Float32frombits(src[k] << 16), exact.
 extern "C" __global__ void bf16_decode(long long n, const unsigned short* src, float* dst) {
     GRID_STRIDE_LOOP(k, n) { dst[k] = bf16_decode_value(src[k]); }
+}
+
+// ---- tern: ternary codes of residuals ----
+
+// tern_encode: tern rows of rows x cols values, payload row i from source
+// row idx ? idx[i] : i, coded with the draws' row first + i under the key
+// of h = mix64(seed): the key (8 bytes) at dst, the rows from dst + at (a
+// whole payload: at = TERN_KEY, first = 0; tern(g)'s rest: its restAt, and
+// first = the number of whole groups). A row takes L = tern_lanes(cols)
+// lanes of a warp (32/L rows a warp): they find its largest magnitude (a
+// butterfly within the L lanes), every lane derives the same scale, the
+// row's first lane writes the header, and lane l of the row codes the
+// chunks p = l, l+L, ... (80 columns each: 16 bytes, 5 draw blocks).
+extern "C" __global__ void tern_encode(int rows, int cols, int first, const int* idx, const float* src,
+                                       unsigned char* dst, long long at, unsigned long long h) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) tern_put_key(dst, h);
+    const int lanes = tern_lanes(cols), per = 32 / lanes;
+    const int lane = threadIdx.x & 31, sub = lane & (lanes - 1);
+    const long long stride = tern_stride(cols);
+    const int chunks = (int)(((long long)cols + 79) / 80);
+    const unsigned int k0 = (unsigned int)h, k1 = (unsigned int)(h >> 32);
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    // Every lane runs every pass of the loop (the shuffles need the whole
+    // warp); a lane past the last row only takes part in them.
+    for (long long i0 = warp * per; i0 < rows; i0 += warps * per) {
+        const long long i = i0 + lane / lanes;
+        const bool live = i < rows;
+        const float* x = src + (live ? (idx != NULL ? (long long)idx[i] : i) : 0) * cols;
+        float m = tern_absmax_lane(x, live ? cols : 0, sub, lanes);
+        for (int o = lanes >> 1; o > 0; o >>= 1) m = tern_absmax_merge(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (!live) continue;
+        const float s = tern_scale(m), inv = tern_inv(s);
+        unsigned char* out = dst + at + i * stride;
+        if (sub == 0) tern_header(out, s);
+        for (int p = sub; p < chunks; p += lanes)
+            tern_chunk(x, cols, p, s, inv, (unsigned int)(first + i), k0, k1, out + TERN_HEADER);
+    }
+}
+
+// tern_decode: rows x cols values from the tern rows at src + at, the
+// draws' rows numbered from first under the key at src. One thread per
+// value.
+extern "C" __global__ void tern_decode(int rows, int cols, int first, const unsigned char* src, long long at,
+                                       float* dst) {
+    unsigned int k0, k1;
+    tern_get_key(src, &k0, &k1);
+    GRID_STRIDE_LOOP(e, (long long)rows * cols) { dst[e] = tern_decode_elem(e, cols, first, k0, k1, src + at); }
 }
 
 // ---- trunc ----

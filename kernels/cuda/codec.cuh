@@ -249,6 +249,158 @@ __host__ __device__ __forceinline__ float bf16_decode_value(unsigned short v) {
     return f32frombits((unsigned int)v << 16);
 }
 
+// ---- tern: ternary codes of residuals ----
+
+// TERN_KEY is the bytes of a tern payload's key (k0, k1, little endian),
+// TERN_HEADER those of a row's header (s as a bf16).
+#define TERN_KEY 8
+#define TERN_HEADER 2
+
+// TERN_MAX_S is the largest finite bf16: the cap on s.
+#define TERN_MAX_S 0x7f7f0000u
+
+// tern_stride is the payload bytes per row: 2 + ceil(cols/5).
+__host__ __device__ __forceinline__ long long tern_stride(int cols) {
+    return TERN_HEADER + ((long long)cols + 4) / 5;
+}
+
+// tern_lanes is how many lanes of a warp encode one row of cols values: a
+// chunk of 80 columns (16 code bytes, 5 draw blocks) per lane at a time,
+// the smallest power of 2 that covers the row's chunks, at most 32; a warp
+// takes 32/lanes rows.
+__host__ __device__ __forceinline__ int tern_lanes(int cols) {
+    const int chunks = (int)(((long long)cols + 79) / 80);
+    int l = 1;
+    while (l < chunks && l < 32) l <<= 1;
+    return l;
+}
+
+// tern_absmax_lane is lane `lane` of `lanes`' share of the largest
+// magnitude: of |x[lane]|, |x[lane+lanes]|, ..., NaN never larger, 0 when
+// the lane has none.
+__host__ __device__ __forceinline__ float tern_absmax_lane(const float* x, int cols, int lane, int lanes) {
+    float m = 0.0f;
+    for (int j = lane; j < cols; j += lanes) {
+        const float a = f32frombits(f32bits(x[j]) & 0x7fffffffu);
+        if (a > m) m = a;
+    }
+    return m;
+}
+
+// tern_absmax_merge folds another lane's largest magnitude o into m: the
+// maximum of the non-NaN magnitudes (all +0 or above) is the same in any
+// order of folds.
+__host__ __device__ __forceinline__ float tern_absmax_merge(float m, float o) { return o > m ? o : m; }
+
+// tern_scale is ternScale: s for a row whose largest magnitude is m (+Inf
+// included): m rounded up to a bf16, at most the largest finite one.
+__host__ __device__ __forceinline__ float tern_scale(float m) {
+    const float s = bf16_up(m), cap = f32frombits(TERN_MAX_S);
+    return s > cap ? cap : s;
+}
+
+// tern_inv is 1/s, 0 for s = 0.
+__host__ __device__ __forceinline__ float tern_inv(float s) { return s > 0.0f ? 1.0f / s : 0.0f; }
+
+// tern_dither is ternDither: u = (r - 128)/256 + 1/512 for the 8-bit draw
+// r, in (-1/2, 1/2), exact.
+__host__ __device__ __forceinline__ float tern_dither(unsigned int r) {
+    return (float)((int)r - 128) / 256.0f + (1.0f / 512);
+}
+
+// tern_code is t = q + 1 of x in a row of scale s (inv = 1/s) with the
+// 8-bit draw r: v = x*inv + u, rounded after the product; 2 where v >=
+// 1/2, 0 where v < -1/2, else 1 (NaN, and every value of a row with s = 0).
+__host__ __device__ __forceinline__ unsigned int tern_code(float x, float s, float inv, unsigned int r) {
+    if (!(s > 0.0f)) return 1u;
+    const float p = x * inv;
+    const float v = p + tern_dither(r);
+    if (v >= 0.5f) return 2u;
+    if (v < -0.5f) return 0u;
+    return 1u;
+}
+
+// tern_header writes a payload row's header: s's bf16 (its float32's high
+// half), little endian.
+__host__ __device__ __forceinline__ void tern_header(unsigned char* out, float s) {
+    const unsigned int w = f32bits(s);
+    out[0] = (unsigned char)(w >> 16);
+    out[1] = (unsigned char)(w >> 24);
+}
+
+// tern_chunk codes columns 80p .. min(80p+80, cols)-1 of a row (values x,
+// the draws' row i) into code bytes 16p .. of its code area out (the
+// payload row after its header): five codes a byte, t0 + 3t1 + 9t2 + 27t3
+// + 81t4, the row's last byte padded with zero codes; the draws from
+// blocks (5p .. 5p+4, i) under key (k0, k1). 80p starts both a byte and a
+// draw block.
+__host__ __device__ __forceinline__ void tern_chunk(const float* x, int cols, int p, float s, float inv,
+                                                    unsigned int i, unsigned int k0, unsigned int k1,
+                                                    unsigned char* out) {
+    unsigned int w[4];
+    const int c0 = 80 * p, c1 = min_i(c0 + 80, cols);
+    unsigned int b = 0, pw = 1;
+    for (int c = c0; c < c1; c++) {
+        if ((c & 15) == 0) draw_block((unsigned int)(c >> 4), i, k0, k1, w);
+        b += tern_code(x[c], s, inv, draw8(w, c & 15)) * pw;
+        pw *= 3;
+        if (pw == 243 || c == c1 - 1) {
+            out[c / 5] = (unsigned char)b;
+            b = 0;
+            pw = 1;
+        }
+    }
+}
+
+// tern_put_key writes the payload's key at its head: k0 then k1, little
+// endian, where h = mix64(seed) (comm/codec's drawKey) gives k0 =
+// uint32(h), k1 = uint32(h >> 32): h's 8 bytes, little endian.
+__host__ __device__ __forceinline__ void tern_put_key(unsigned char* head, unsigned long long h) {
+    for (int k = 0; k < 8; k++) head[k] = (unsigned char)(h >> (8 * k));
+}
+
+// tern_get_key reads the key (k0, k1) at a payload's head.
+__host__ __device__ __forceinline__ void tern_get_key(const unsigned char* head, unsigned int* k0, unsigned int* k1) {
+    unsigned int a = 0, b = 0;
+    for (int k = 3; k >= 0; k--) {
+        a = a << 8 | head[k];
+        b = b << 8 | head[4 + k];
+    }
+    *k0 = a;
+    *k1 = b;
+}
+
+// tern_draw is draw8(draw_block(c/16, i), c%16): the 8-bit draw of column
+// c of row i, from the one word of the block that holds it.
+__host__ __device__ __forceinline__ unsigned int tern_draw(int c, unsigned int i, unsigned int k0, unsigned int k1) {
+    const unsigned int rk = hash32(i ^ k0);
+    const unsigned int w = hash32(rk ^ ((unsigned int)(c >> 2) * 0x9E3779B9u + k1)); // word 4p+m = c/4
+    return (w >> (8 * (c & 3))) & 0xffu;
+}
+
+// tern_digit is code c%5 of byte b minus 1 (q in -1..1): 0 for bytes
+// above 242, which hold no codes.
+__host__ __device__ __forceinline__ int tern_digit(unsigned int b, int k) {
+    if (b > 242u) return 0;
+    for (; k > 0; k--) b /= 3u;
+    return (int)(b % 3u) - 1;
+}
+
+// tern_decode_elem is element e (row i = e/cols, column c) of a tern
+// payload's rows (src: the first row's header), the draws' rows numbered
+// from first under key (k0, k1): ((t - 1) - u) * s, 0 where s = 0.
+__host__ __device__ __forceinline__ float tern_decode_elem(long long e, int cols, int first, unsigned int k0,
+                                                           unsigned int k1, const unsigned char* src) {
+    const long long i = e / cols;
+    const int c = (int)(e - i * cols);
+    const unsigned char* in = src + i * tern_stride(cols);
+    const float s = f32frombits((unsigned int)in[0] << 16 | (unsigned int)in[1] << 24);
+    if (s == 0.0f) return 0.0f;
+    const float u = tern_dither(tern_draw(c, (unsigned int)(first + i), k0, k1));
+    const float d = (float)tern_digit(in[TERN_HEADER + c / 5], c % 5) - u;
+    return d * s;
+}
+
 // ---- trunc ----
 
 // trunc_encode_elem is element e (payload row i = e/k, column c < k) of

@@ -101,6 +101,33 @@ func (d *Device) BF16Decode(src uintptr, dst *kernels.Mat) {
 	}
 }
 
+// TernKey is the bytes of a tern payload's key, at its head (comm/codec's
+// tern format): an ungrouped payload's rows, and tern(g)'s whole groups,
+// start at byte TernKey.
+const TernKey = 8
+
+// TernEncode writes tern rows (comm/codec/tern.go) of src's rows, under
+// the key of seed: the key at dst (a payload's head), the rows from dst +
+// at, their draws' rows numbered from first. A whole payload is at =
+// TernKey, first = 0; the rest of tern(g) is one row at its restAt
+// (codec.Spec.Groups), first = the number of whole groups. No rows write
+// nothing.
+func (d *Device) TernEncode(rows Rows, src *kernels.Mat, dst uintptr, at int, seed uint64, first int) {
+	if n := rows.count(src); n > 0 {
+		d.launch(kTernEncode, n, true, i32(n), i32(src.Cols), i32(first), rows.ptr(d), mat(src), uint64(dst),
+			i64(at), rng.Mix64(seed))
+	}
+}
+
+// TernDecode decodes into dst (all its rows) the tern rows at src + at of
+// the payload whose head (its key) is at src, their draws' rows numbered
+// from first: TernEncode's inverse.
+func (d *Device) TernDecode(src uintptr, at, first int, dst *kernels.Mat) {
+	if n := dst.Len(); n > 0 {
+		d.launch(kTernDecode, n, false, i32(dst.Rows), i32(dst.Cols), i32(first), uint64(src), i64(at), mat(dst))
+	}
+}
+
 // TruncEncode writes the first k columns of src's rows.
 func (d *Device) TruncEncode(k int, rows Rows, src *kernels.Mat, dst uintptr) {
 	if n := rows.count(src); n > 0 && k > 0 {

@@ -81,6 +81,8 @@ const (
 	kELUBackward
 	kResidualSub
 	kRowSqNorms
+	kTernEncode
+	kTernDecode
 	numKernels
 )
 
@@ -92,6 +94,7 @@ var kernelNames = [numKernels]string{
 	"trunc_encode", "trunc_decode", "sq_diff_partial", "attn_forward_stats", "attn_forward_out",
 	"attn_backward_dst", "attn_backward_src", "attn_terms", "attn_terms_dp", "attn_terms_partial",
 	"attn_terms_finish", "elu", "elu_backward", "residual_sub", "row_sq_norms",
+	"tern_encode", "tern_decode",
 }
 
 const (

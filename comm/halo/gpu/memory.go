@@ -79,6 +79,8 @@ func (g *CUDA) encode(c codec.Spec, rows cuda.Rows, src *kernels.Mat, dst kernel
 		g.Dev.BF16Encode(rows, src, dst.Ptr, seed)
 	case c.Kind() == codec.KindQuant:
 		g.Dev.QuantEncode(c.Bits(), rows, src, dst.Ptr, seed)
+	case c.Kind() == codec.KindTern:
+		g.Dev.TernEncode(rows, src, dst.Ptr, cuda.TernKey, seed, 0)
 	case c.Kind() == codec.KindTrunc:
 		g.Dev.TruncEncode(c.Keep(src.Cols), rows, src, dst.Ptr)
 	case all: // raw rows: a copy, or a gather into the payload
@@ -88,9 +90,11 @@ func (g *CUDA) encode(c codec.Spec, rows cuda.Rows, src *kernels.Mat, dst kernel
 	}
 }
 
-// encodeGrouped is the quant(b, g) format (comm/codec): the rows,
-// contiguous (gathered first where they are a list), coded as rows of g
-// rows' values, and the rest as one row drawn from ^seed.
+// encodeGrouped is the quant(b, g) and tern(g) formats (comm/codec): the
+// rows, contiguous (gathered first where they are a list), coded as rows
+// of g rows' values, and the rest as one row: quant's drawn from ^seed,
+// tern's under the payload's one key, its draws' row the number of whole
+// groups.
 func (g *CUDA) encodeGrouped(c codec.Spec, rows cuda.Rows, src *kernels.Mat, dst kernels.Bytes, seed uint64) {
 	if idx, all := rows.List(); !all {
 		gathered := g.Scratch(&g.gatherBuf, len(idx), src.Cols)
@@ -98,9 +102,17 @@ func (g *CUDA) encodeGrouped(c codec.Spec, rows cuda.Rows, src *kernels.Mat, dst
 		src = &gathered
 	}
 	whole, rest, w, at := c.Groups(src.Rows, src.Cols)
-	g.Dev.QuantEncode(c.Bits(), cuda.AllRows(), &kernels.Mat{Rows: whole, Cols: w, Ptr: src.Ptr}, dst.Ptr, seed)
+	groups := &kernels.Mat{Rows: whole, Cols: w, Ptr: src.Ptr}
+	tail := &kernels.Mat{Rows: 1, Cols: rest * src.Cols, Ptr: src.Ptr + uintptr(4*whole*w)}
+	if c.Kind() == codec.KindTern {
+		g.Dev.TernEncode(cuda.AllRows(), groups, dst.Ptr, cuda.TernKey, seed, 0)
+		if rest > 0 {
+			g.Dev.TernEncode(cuda.AllRows(), tail, dst.Ptr, at, seed, whole)
+		}
+		return
+	}
+	g.Dev.QuantEncode(c.Bits(), cuda.AllRows(), groups, dst.Ptr, seed)
 	if rest > 0 {
-		tail := &kernels.Mat{Rows: 1, Cols: rest * src.Cols, Ptr: src.Ptr + uintptr(4*whole*w)}
 		g.Dev.QuantEncode(c.Bits(), cuda.AllRows(), tail, dst.Ptr+uintptr(at), ^seed)
 	}
 }
@@ -108,6 +120,13 @@ func (g *CUDA) encodeGrouped(c codec.Spec, rows cuda.Rows, src *kernels.Mat, dst
 func (g *CUDA) Decode(c codec.Spec, src kernels.Bytes, m *kernels.Mat, lo, hi int) {
 	dst := m.View(lo, hi)
 	switch {
+	case c.Group() > 1 && c.Kind() == codec.KindTern:
+		whole, rest, w, at := c.Groups(dst.Rows, dst.Cols)
+		g.Dev.TernDecode(src.Ptr, cuda.TernKey, 0, &kernels.Mat{Rows: whole, Cols: w, Ptr: dst.Ptr})
+		if rest > 0 {
+			tail := &kernels.Mat{Rows: 1, Cols: rest * dst.Cols, Ptr: dst.Ptr + uintptr(4*whole*w)}
+			g.Dev.TernDecode(src.Ptr, at, whole, tail)
+		}
 	case c.Group() > 1:
 		whole, rest, w, at := c.Groups(dst.Rows, dst.Cols)
 		g.Dev.QuantDecode(c.Bits(), src.Ptr, &kernels.Mat{Rows: whole, Cols: w, Ptr: dst.Ptr})
@@ -119,6 +138,8 @@ func (g *CUDA) Decode(c codec.Spec, src kernels.Bytes, m *kernels.Mat, lo, hi in
 		g.Dev.BF16Decode(src.Ptr, dst)
 	case c.Kind() == codec.KindQuant:
 		g.Dev.QuantDecode(c.Bits(), src.Ptr, dst)
+	case c.Kind() == codec.KindTern:
+		g.Dev.TernDecode(src.Ptr, cuda.TernKey, 0, dst)
 	case c.Kind() == codec.KindTrunc:
 		g.Dev.TruncDecode(c.Keep(dst.Cols), src.Ptr, dst)
 	default:

@@ -45,7 +45,9 @@ func specs() []codec.Spec {
 		out = append(out, codec.Quant(b))
 	}
 	// Rows sharing headers (the last group short, or alone).
-	return append(out, codec.Quant(2).Grouped(3), codec.Quant(1).Grouped(4), codec.Quant(8).Grouped(2))
+	out = append(out, codec.Quant(2).Grouped(3), codec.Quant(1).Grouped(4), codec.Quant(8).Grouped(2))
+	// The ternary code of residuals, alone and grouped.
+	return append(out, codec.Tern(), codec.Tern().Grouped(2), codec.Tern().Grouped(3), codec.Tern().Grouped(7))
 }
 
 // specialRows are rows whose encoding the CPU codecs define: signed zeros,

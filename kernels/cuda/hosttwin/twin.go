@@ -75,6 +75,41 @@ static void twin_quant_decode(int rows, int cols, int b, const unsigned char* sr
     for (long long e = 0; e < (long long)rows * cols; e++) dst[e] = quant_decode_elem(e, cols, b, src);
 }
 
+// tern_encode: the key, then per row its tern_lanes(cols) lanes'
+// largest magnitudes, their butterfly replayed, then their chunks.
+static int twin_tern_encode(int rows, int cols, int first, const int* idx, const float* src, unsigned char* dst,
+                            long long at, unsigned long long h) {
+    const long long stride = tern_stride(cols);
+    const int lanes = tern_lanes(cols), chunks = (int)(((long long)cols + 79) / 80);
+    tern_put_key(dst, h);
+    for (int i = 0; i < rows; i++) {
+        const long long r = idx != NULL ? idx[i] : i;
+        const float* x = src + r * cols;
+        float m[32], o[32];
+        for (int lane = 0; lane < lanes; lane++) m[lane] = tern_absmax_lane(x, cols, lane, lanes);
+        for (int k = lanes >> 1; k > 0; k >>= 1) {
+            for (int lane = 0; lane < lanes; lane++) o[lane] = m[lane ^ k];
+            for (int lane = 0; lane < lanes; lane++) m[lane] = tern_absmax_merge(m[lane], o[lane]);
+        }
+        // Every lane derives the scale; they must agree.
+        for (int lane = 1; lane < lanes; lane++)
+            if (f32bits(m[lane]) != f32bits(m[0])) return i + 1;
+        const float s = tern_scale(m[0]), inv = tern_inv(s);
+        unsigned char* out = dst + at + (long long)i * stride;
+        tern_header(out, s);
+        for (int p = 0; p < chunks; p++)
+            tern_chunk(x, cols, p, s, inv, (unsigned int)(first + i), (unsigned int)h, (unsigned int)(h >> 32),
+                       out + TERN_HEADER);
+    }
+    return 0;
+}
+
+static void twin_tern_decode(int rows, int cols, int first, const unsigned char* src, long long at, float* dst) {
+    unsigned int k0, k1;
+    tern_get_key(src, &k0, &k1);
+    for (long long e = 0; e < (long long)rows * cols; e++) dst[e] = tern_decode_elem(e, cols, first, k0, k1, src + at);
+}
+
 static void twin_bf16_encode(int rows, int cols, const int* idx, const float* src, unsigned short* dst,
                              unsigned long long h) {
     const int groups = (int)(((long long)cols + 7) / 8);
@@ -388,6 +423,44 @@ func QuantStride(cols, b int) int { return int(C.quant_stride(C.int(cols), C.int
 // QuantDecode is quant_decode.
 func QuantDecode(dst []float32, src []byte, rows, cols, b int) {
 	C.twin_quant_decode(C.int(rows), C.int(cols), C.int(b), bp(src), fp(dst))
+}
+
+// TernKey is TERN_KEY: the bytes of a tern payload's key.
+const TernKey = C.TERN_KEY
+
+// TernStride is tern_stride: the payload bytes per row.
+func TernStride(cols int) int { return int(C.tern_stride(C.int(cols))) }
+
+// TernEncode is tern_encode: the key of h = rng.Mix64(seed) at dst[0:8],
+// rows payload rows of TernStride(cols) bytes from dst[at:], payload row i
+// from src row idx[i] (i when idx is nil) with the draws' row first + i.
+// It fails when the replayed lanes of a row find different largest
+// magnitudes.
+// No rows write nothing, as the device launches nothing.
+func TernEncode(dst []byte, src []float32, rows, cols, first int, idx []int32, at int, h uint64) error {
+	if rows == 0 {
+		return nil
+	}
+	if len(dst) < at+rows*TernStride(cols) || len(dst) < TernKey {
+		panic(fmt.Sprintf("hosttwin: TernEncode: %d bytes for %d rows of %d columns at %d", len(dst), rows, cols, at))
+	}
+	if bad := C.twin_tern_encode(C.int(rows), C.int(cols), C.int(first), ip(idx), fp(src), bp(dst), C.longlong(at),
+		C.ulonglong(h)); bad != 0 {
+		return fmt.Errorf("hosttwin: tern_encode: the lanes of row %d find different largest magnitudes", bad-1)
+	}
+	return nil
+}
+
+// TernDecode is tern_decode: rows x cols values from the tern rows at
+// src[at:], under the key at src[0:8], the draws' rows from first.
+func TernDecode(dst []float32, src []byte, rows, cols, first, at int) {
+	if rows*cols == 0 {
+		return
+	}
+	if len(src) < at+rows*TernStride(cols) || len(src) < TernKey || len(dst) < rows*cols {
+		panic(fmt.Sprintf("hosttwin: TernDecode: %d bytes, %d values for %d rows of %d columns at %d", len(src), len(dst), rows, cols, at))
+	}
+	C.twin_tern_decode(C.int(rows), C.int(cols), C.int(first), bp(src), C.longlong(at), fp(dst))
 }
 
 // BF16Encode is bf16_encode: rows*cols bf16 values into dst.

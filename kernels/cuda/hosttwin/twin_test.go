@@ -229,6 +229,176 @@ func TestTrunc(t *testing.T) {
 	}
 }
 
+// ternKinds are rowKinds and the ternary code's own edge cases: the
+// largest finite bf16 and values that round up past it (s capped), a
+// largest magnitude whose bf16 rounding carries, values whose x/s + u
+// meets the codes' bounds +-1/2 exactly, and subnormal largest magnitudes
+// (1/s overflows).
+var ternKinds = append(rowKinds[:len(rowKinds):len(rowKinds)], []struct {
+	name string
+	fill func(r *rand.Rand, row []float32)
+}{
+	{"huge", func(r *rand.Rand, row []float32) {
+		for j := range row {
+			row[j] = float32(r.Float64()*2-1) * 3.39e38
+		}
+		if len(row) > 0 {
+			row[r.IntN(len(row))] = math.Float32frombits(0x7f7f0001) // above the largest bf16
+		}
+	}},
+	{"largest bf16", func(r *rand.Rand, row []float32) {
+		for j := range row {
+			row[j] = float32(r.NormFloat64()) * 1e37
+		}
+		if len(row) > 0 {
+			row[r.IntN(len(row))] = -math.Float32frombits(0x7f7f0000)
+		}
+	}},
+	{"carry", func(r *rand.Rand, row []float32) {
+		for j := range row {
+			row[j] = float32(r.Float64()*2-1) * 1.9999
+		}
+		if len(row) > 0 {
+			row[r.IntN(len(row))] = math.Float32frombits(0x3fffffff) // bf16 up: 2
+		}
+	}},
+	{"grid", func(r *rand.Rand, row []float32) { // s = 2, x/s on the 1/512 grid of u: v = +-1/2 exactly
+		for j := range row {
+			row[j] = float32(r.IntN(1025)-512) / 256
+		}
+		if len(row) > 0 {
+			row[r.IntN(len(row))] = 2
+		}
+	}},
+	{"subnormal max", func(r *rand.Rand, row []float32) {
+		for j := range row {
+			row[j] = math.Float32frombits(uint32(r.IntN(4))) * float32(1-2*(j&1))
+		}
+	}},
+	{"Inf and NaN", func(r *rand.Rand, row []float32) {
+		for j := range row {
+			row[j] = []float32{float32(math.Inf(1)), float32(math.NaN()), 2.5, float32(math.Copysign(0, -1))}[r.IntN(4)]
+		}
+	}},
+}...)
+
+// ternEncodeTwin is the GPU memory's tern encode (comm/halo/gpu's encode
+// and encodeGrouped) replayed on the twin: rows of x (idx's when not nil)
+// as a tern payload; grouped, the rows gathered first, the whole groups
+// as rows of g*cols values, then the rest as one row at restAt, its
+// draws' row the number of whole groups.
+func ternEncodeTwin(t *testing.T, c codec.Spec, x []float32, rows, cols int, idx []int32, seed uint64) []byte {
+	t.Helper()
+	dst := make([]byte, c.WireSize(rows, cols))
+	h := rng.Mix64(seed)
+	if c.Group() == 1 {
+		if err := TernEncode(dst, x, rows, cols, 0, idx, TernKey, h); err != nil {
+			t.Fatal(err)
+		}
+		return dst
+	}
+	if idx != nil {
+		g := make([]float32, rows*cols)
+		for k, r := range idx {
+			copy(g[k*cols:(k+1)*cols], x[int(r)*cols:(int(r)+1)*cols])
+		}
+		x = g
+	}
+	whole, rest, w, at := c.Groups(rows, cols)
+	if err := TernEncode(dst, x[:whole*w], whole, w, 0, nil, TernKey, h); err != nil {
+		t.Fatal(err)
+	}
+	if rest > 0 {
+		if err := TernEncode(dst, x[whole*w:rows*cols], 1, rest*cols, whole, nil, at, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// ternDecodeTwin is the GPU memory's tern Decode replayed on the twin.
+func ternDecodeTwin(c codec.Spec, src []byte, rows, cols int) []float32 {
+	dst := make([]float32, rows*cols)
+	whole, rest, w, at := c.Groups(rows, cols)
+	TernDecode(dst[:whole*w], src, whole, w, 0, TernKey)
+	if rest > 0 {
+		TernDecode(dst[whole*w:], src, 1, rest*cols, whole, at)
+	}
+	return dst
+}
+
+// ternWidths are 0..70 (every residue of the 5-code bytes and the
+// 16-column draw blocks; grouped, rows of up to 8*70 values: several
+// 80-column chunks and lanes a row) and, ungrouped too, rows past one, two
+// and 32 chunks.
+var ternWidths = func() []int {
+	w := make([]int, 0, 80)
+	for c := range 71 {
+		w = append(w, c)
+	}
+	return append(w, 79, 80, 81, 160, 161, 257, 2561)
+}()
+
+// TestTern: the ternary code's encoder and decoder against comm/codec's
+// Tern() and Tern().Grouped(g), bit for bit, on ternWidths, every row kind
+// (all rows of one, and mixed), with and without an index list, short last
+// groups and payloads of the rest alone; and the decoders on random bytes
+// (bytes above 242, any scale and key).
+func TestTern(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	const rows = 7
+	seeds := []uint64{0, 1, ^uint64(0)}
+	for _, g := range []int{1, 2, 3, 4, 7, 8} {
+		c := codec.Tern().Grouped(g)
+		for _, cols := range ternWidths {
+			for ki, k := range ternKinds {
+				for mixed := range 2 {
+					x := make([]float32, rows*cols)
+					for i := range rows {
+						kind := k
+						if mixed == 1 {
+							kind = ternKinds[(ki+i*5)%len(ternKinds)]
+						}
+						kind.fill(r, x[i*cols:(i+1)*cols])
+					}
+					seed := r.Uint64()
+					if ki == 0 && mixed == 0 {
+						seed = seeds[cols%len(seeds)]
+					}
+					what := fmt.Sprintf("%s, %d columns, %s rows (mixed %d), seed %#x", c.Name(), cols, k.name, mixed, seed)
+					for _, n := range []int{0, 1, 2, rows} { // n rows: none, only a rest (g > 2), ...
+						want := make([]byte, c.WireSize(n, cols))
+						c.Encode(want, x[:n*cols], n, cols, seed)
+						got := ternEncodeTwin(t, c, x, n, cols, nil, seed)
+						sameBytes(t, fmt.Sprintf("%s, %d rows", what, n), got, want)
+						wantDec := make([]float32, n*cols)
+						c.Decode(wantDec, want, n, cols)
+						same(t, fmt.Sprintf("%s, %d rows, decoded", what, n), ternDecodeTwin(c, want, n, cols), wantDec)
+					}
+					idx := []int32{6, 0, 2, 2, 5, 1, 3, 4, 0}
+					want := encodeRows(c, x, cols, idx, seed)
+					got := ternEncodeTwin(t, c, x, len(idx), cols, idx, seed)
+					sameBytes(t, what+", index list", got, want)
+					wantDec := make([]float32, len(idx)*cols)
+					c.Decode(wantDec, want, len(idx), cols)
+					same(t, what+", index list, decoded", ternDecodeTwin(c, want, len(idx), cols), wantDec)
+				}
+			}
+			// Random payloads: every byte value, scales of any bf16.
+			for range 4 {
+				n := 1 + r.IntN(rows)
+				p := make([]byte, c.WireSize(n, cols))
+				for i := range p {
+					p[i] = byte(r.Uint32())
+				}
+				wantDec := make([]float32, n*cols)
+				c.Decode(wantDec, p, n, cols)
+				same(t, fmt.Sprintf("%s, %d columns, %d random rows", c.Name(), cols, n), ternDecodeTwin(c, p, n, cols), wantDec)
+			}
+		}
+	}
+}
+
 // The compression error's terms, summed in the host exchange's order.
 func TestSqDiff(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
