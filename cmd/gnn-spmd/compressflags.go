@@ -67,7 +67,7 @@ func (c *compressFlags) register(fs *flag.FlagSet) {
 		field(compress.ParseResidual, func(p *compress.Plan, r compress.ResidualMode) { p.Residual = r }))
 	edit("residual-skip", "with residual coding: leave out a row whose residual is at most this fraction of its largest value (0: send every row)", field(number, func(p *compress.Plan, x float64) { p.ResidualSkip = x }))
 	edit("residual-refresh", "with --residual-skip: send every row at least once every this many epochs (0: a row stays out while its residual is small)", field(strconv.Atoi, func(p *compress.Plan, n int) { p.ResidualRefresh = n }))
-	edit("grad-skip", "leave out of the lossy backward exchanges a gradient row whose squared norm is below this fraction of its message's mean (0: none)", field(number, func(p *compress.Plan, x float64) { p.GradSkip = x }))
+	edit("grad-skip", "leave out of the lossy backward exchanges a gradient row (with residual coding: a row whose residual) is below this fraction of its message's mean squared norm (0: none)", field(number, func(p *compress.Plan, x float64) { p.GradSkip = x }))
 	edit("group-width", "quant rows of a layer narrower than this many values share one header per ceil(this/width) rows (0: a header per row)", field(strconv.Atoi, func(p *compress.Plan, n int) { p.GroupWidth = n }))
 	boolean("raw-last-layer", "send the last layer's rows raw whatever the schedule, as the VARCO authors' code does", func(p *compress.Plan, b bool) { p.RawLastLayer = b })
 	boolean("cache-input", "without dropout, send the first layer's input once, raw, and keep its aggregation (by default it crosses every epoch, through the codec, as in the VARCO authors' code)", func(p *compress.Plan, b bool) { p.CacheInput = b })

@@ -13,9 +13,13 @@ import (
 // that steps Phase every exchange sends every row at least once every
 // Every exchanges, so that no row's error outlives Every exchanges (a row
 // that stops changing converges to its exact value). Tau 0 sends every
-// row.
+// row. Floor (>= 0) also leaves out a row whose residual's largest
+// magnitude is at most Floor, a bound set by the caller from the whole
+// message (the returned gradients' rows, most of them tiny against the
+// largest).
 type Skip struct {
 	Tau          float32
+	Floor        float32
 	Every, Phase int
 }
 
@@ -30,7 +34,7 @@ func (r Skip) Keeps(k int, residualMax, rowMax float32) bool {
 		return true
 	}
 	d := float64(residualMax)
-	return math.IsNaN(d) || math.IsInf(d, 0) || residualMax > r.Tau*rowMax
+	return math.IsNaN(d) || math.IsInf(d, 0) || residualMax > r.Tau*rowMax && residualMax > r.Floor
 }
 
 // DeltaEncode is one pass of residual coding's sender for the quant(b)
@@ -60,6 +64,8 @@ func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []
 		panic(fmt.Sprintf("codec: DeltaEncode: a bitmap of %d bytes for %d rows", len(bitmap), n))
 	case skip.Every < 0 || skip.Phase < 0 || skip.Every > 0 && skip.Phase >= skip.Every:
 		panic(fmt.Sprintf("codec: DeltaEncode: skip phase %d of every %d", skip.Phase, skip.Every))
+	case !(skip.Floor >= 0):
+		panic(fmt.Sprintf("codec: DeltaEncode: skip floor %v", skip.Floor))
 	}
 	for _, r := range idx {
 		if r < 0 || (int(r)+1)*cols > len(m) {

@@ -25,7 +25,8 @@ func deltaReference(s Spec, m []float32, idx []int32, cols int, ref []float32, s
 		}
 		if bitmap != nil {
 			forced := skip.Every > 0 && (k+skip.Phase)%skip.Every == 0
-			if !forced && !(md > mag(math.MaxFloat32) || math.Float32frombits(md) > skip.Tau*math.Float32frombits(mm)) {
+			d := math.Float32frombits(md)
+			if !forced && !(md > mag(math.MaxFloat32) || d > skip.Tau*math.Float32frombits(mm) && d > skip.Floor) {
 				continue
 			}
 			bitmap[k>>3] |= 1 << (k & 7)
@@ -95,7 +96,7 @@ func TestDeltaFused(t *testing.T) {
 					}
 				}
 			}
-			for _, skip := range []Skip{{}, {Tau: 0.05}, {Tau: 0.05, Every: 3, Phase: 1}, {Tau: 0.5, Every: 2}} {
+			for _, skip := range []Skip{{}, {Tau: 0.05}, {Tau: 0.05, Every: 3, Phase: 1}, {Tau: 0.5, Every: 2}, {Tau: 0.05, Floor: 0.5, Every: 3, Phase: 2}, {Tau: 1e-6, Floor: 2}} {
 				tau := skip.Tau
 				var bmWant, bmGot []byte
 				if skip.Skipping() {

@@ -827,12 +827,12 @@ static inline void prefetch_rows(const float* x, const float* s, int cols) {
 
 // gnn_quant_delta_encode is DeltaEncode (delta.go) for quant(b), b < 16, in
 // one pass over each row: the difference d from the reference row, the
-// skip test (Skip.Keeps: tau, and row k forced where (k + phase) % every
+// skip test (Skip.Keeps: tau, floor, and row k forced where (k + phase) % every
 // == 0), the code of d, its decoded value added into the reference,
 // and the error of the new reference. buf holds cols floats and cols
 // bytes (DeltaScratch).
 AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* idx, int64_t rows, int cols, int b,
-                                 uint32_t k0, uint32_t k1, float* ref, float tau, int every, int phase, uint8_t* bitmap, float* buf,
+                                 uint32_t k0, uint32_t k1, float* ref, float tau, float skip_floor, int every, int phase, uint8_t* bitmap, float* buf,
                                  int64_t* kept, double out[2]) {
     quant_enc q;
     quant_enc_init(&q, cols, b, k0, k1);
@@ -851,7 +851,7 @@ AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* id
         uint32_t md, mm;
         float lo, hi;
         delta_sub(buf, x, s, cols, &md, &mm, &lo, &hi);
-        if (bitmap && !forced && !(md > 0x7f7fffffu || u2f(md) > tau * u2f(mm))) {
+        if (bitmap && !forced && !(md > 0x7f7fffffu || (u2f(md) > tau * u2f(mm) && u2f(md) > skip_floor))) {
             sq_row(&a, x, s, cols);
             continue;
         }

@@ -19,7 +19,7 @@ void gnn_quant_decode(float* dst, const uint8_t* src, int64_t rows, int cols, in
 void gnn_bf16_decode(float* dst, const uint16_t* src, int64_t n);
 void gnn_sq_diff(const float* src, const int32_t* idx, int64_t rows, int cols, const float* dec, double out[2]);
 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* idx, int64_t rows, int cols, int b,
-                            uint32_t k0, uint32_t k1, float* ref, float tau, int every, int phase, uint8_t* bitmap, float* buf,
+                            uint32_t k0, uint32_t k1, float* ref, float tau, float skip_floor, int every, int phase, uint8_t* bitmap, float* buf,
                             int64_t* kept, double out[2]);
 void gnn_quant_decode_add(float* ref, const int32_t* rowsIdx, int64_t rows, const uint8_t* src, int64_t srclen, int cols, int b, float* out);
 */
@@ -98,7 +98,7 @@ func deltaEncodeFast(dst []byte, m []float32, idx []int32, cols, b int, ref []fl
 	var out [2]float64
 	C.gnn_quant_delta_encode((*C.uint8_t)(unsafe.Pointer(&dst[0])), (*C.float)(unsafe.Pointer(&m[0])), (*C.int32_t)(unsafe.Pointer(&idx[0])),
 		C.int64_t(len(idx)), C.int(cols), C.int(b), C.uint32_t(key[0]), C.uint32_t(key[1]), (*C.float)(unsafe.Pointer(&ref[0])),
-		C.float(skip.Tau), C.int(skip.Every), C.int(skip.Phase), bm, (*C.float)(unsafe.Pointer(&buf[0])), &n, (*C.double)(unsafe.Pointer(&out[0])))
+		C.float(skip.Tau), C.float(skip.Floor), C.int(skip.Every), C.int(skip.Phase), bm, (*C.float)(unsafe.Pointer(&buf[0])), &n, (*C.double)(unsafe.Pointer(&out[0])))
 	return int(n), out[0], out[1]
 }
 

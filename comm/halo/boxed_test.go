@@ -107,6 +107,8 @@ func TestResidualOtherMemory(t *testing.T) {
 		{"residual grouped skip", codec.Quant(2).Grouped(3), codec.Quant(3).Grouped(2), Residual{Forward: true, Backward: true, Skip: 0.02}},
 		{"residual quant(4) no skip", codec.Quant(4), codec.Quant(2), Residual{Forward: true, Backward: true}},
 		{"gradient skip", codec.Quant(2), codec.Quant(2), Residual{Forward: true, SkipGrad: 0.3}},
+		{"residual ternary", codec.Tern(), codec.Tern().Grouped(3), Residual{Forward: true, Backward: true, Skip: 0.02, Refresh: 3}},
+		{"residual gradient floor", codec.Tern(), codec.Quant(2), Residual{Forward: true, Backward: true, Skip: 0.005, Refresh: 4, SkipGrad: 0.3}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -173,3 +173,96 @@ func BenchmarkGradBitmap(b *testing.B) {
 		gradBitmap(norms, 0.1, bitmap)
 	}
 }
+
+// TestResidualGradFloor: with residual-coded gradients and SkipGrad, a row
+// whose residual's largest magnitude m has f·m² at most tau times its
+// message's mean squared norm stays out, so under a constant gradient
+// every value the owner adds is within that floor of the exact one (the
+// small rows never go, the others until their residual falls below it);
+// the backward bytes fall, and the AVX2 and Go paths add the same bits.
+func TestResidualGradFloor(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	l := randomLayout(rng, 3)
+	const f, tau, epochs = 8, 0.1, 30
+	grad := func(row, col int) float32 { // a third of the rows large
+		if row%3 == 0 {
+			return float32(row+1) - float32(col)/8
+		}
+		return float32(col+1) / 64
+	}
+	run := func(skipGrad float32) ([]*kernels.Mat, int64) {
+		var bytes [3]int64
+		mats := runExchange(t, l, f, func(x *Exchange[[]byte], h *kernels.Mat) error {
+			x.SetCodecs(0, codec.None(), codec.Quant(2))
+			if err := x.SetResidual(Residual{Forward: true, Backward: true, Skip: 1e-4, SkipGrad: skipGrad}); err != nil {
+				return err
+			}
+			own := h.View(0, x.plan.Owned)
+			for e := range epochs {
+				x.SetEpoch(5, e)
+				clear(own.Data)
+				for i := x.plan.Owned; i < h.Rows; i++ {
+					for j := range f {
+						h.Data[i*f+j] = grad(i-x.plan.Owned, j)
+					}
+				}
+				if err := backward(x, 0, h); err != nil {
+					return err
+				}
+			}
+			b := make([]int64, 1)
+			x.Meter().AddBytes(make([]int64, 1), b)
+			bytes[x.plan.Rank] = b[0]
+			return nil
+		})
+		return mats, bytes[0] + bytes[1] + bytes[2]
+	}
+	_, all := run(0)
+	var got [2][]*kernels.Mat
+	for m, on := range fastModes(t) {
+		fast = on
+		var sent int64
+		got[m], sent = run(tau)
+		if sent >= all {
+			t.Errorf("fast %v: %d backward bytes with the floor, %d without", on, sent, all)
+		}
+		for r := range 3 { // r owns the rows, p returns their gradients
+			want, slack := make([]float64, l.owned[r]*f), make([]float64, l.owned[r]*f)
+			for p := range 3 {
+				rows := l.send[r][p]
+				if p == r || len(rows) == 0 {
+					continue
+				}
+				lo := l.recvStart(p)[r]
+				var total float64
+				for k := range rows {
+					for j := range f {
+						v := float64(grad(lo+k, j))
+						total += v * v
+					}
+				}
+				floor := math.Sqrt(tau * total / float64(len(rows)) / f)
+				for k, i := range rows {
+					for j := range f {
+						want[int(i)*f+j] += float64(grad(lo+k, j))
+						slack[int(i)*f+j] += floor
+					}
+				}
+			}
+			for i, w := range want {
+				if g := float64(got[m][r].Data[i]); math.Abs(g-w) > slack[i]+1e-6 {
+					t.Fatalf("fast %v: rank %d value %d: %v, want %v within %v", on, r, i, g, w, slack[i])
+				}
+			}
+		}
+	}
+	if len(got[1]) > 0 {
+		for r := range 3 {
+			for i := range got[0][r].Data {
+				if math.Float32bits(got[0][r].Data[i]) != math.Float32bits(got[1][r].Data[i]) {
+					t.Fatalf("rank %d value %d: Go %v, AVX2 %v", r, i, got[0][r].Data[i], got[1][r].Data[i])
+				}
+			}
+		}
+	}
+}

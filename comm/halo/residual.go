@@ -2,6 +2,7 @@ package halo
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"time"
 
@@ -33,10 +34,16 @@ type Residual struct {
 	// outlive Refresh epochs: a row that stops changing converges to its
 	// exact value, as without skipping.
 	Refresh int
-	// SkipGrad, when > 0, leaves out of every backward exchange that codes
-	// no residuals (and is not raw) each gradient row whose squared norm is
-	// below SkipGrad times the mean over the rows going to the same peer
-	// (see gradskip.go): a bitmap per peer, as with Skip, and no state.
+	// SkipGrad, when > 0, leaves out small gradient rows against the mean
+	// over the rows going to the same peer. In a backward exchange that
+	// codes no residuals (and is not raw), each row whose squared norm is
+	// below SkipGrad times that mean (see gradskip.go): a bitmap per peer,
+	// as with Skip, and no state. In one that codes residuals (with Skip
+	// > 0), also each row whose residual's largest magnitude m has
+	// cols·m² at most SkipGrad times the mean squared norm: that bounds the
+	// residual's squared norm, so the rows left out miss at most SkipGrad
+	// of the message's squared norm, and what they miss stays in their
+	// residual, sent later (at the latest at Refresh).
 	SkipGrad float32
 }
 
@@ -151,13 +158,40 @@ func (x *Exchange[P]) bitmap(b [][]byte, p int) []byte {
 }
 
 // skipRule is the rule that leaves rows out of the payload to peer p this
-// epoch: the rows forced by Refresh move on by one each epoch.
-func (x *Exchange[P]) skipRule(p int) codec.Skip {
-	r := codec.Skip{Tau: x.res.Skip, Every: x.res.Refresh}
+// epoch: the rows forced by Refresh move on by one each epoch. floor is
+// the residual magnitude below which every row stays out (Skip.Floor).
+func (x *Exchange[P]) skipRule(p int, floor float32) codec.Skip {
+	r := codec.Skip{Tau: x.res.Skip, Floor: floor, Every: x.res.Refresh}
 	if r.Every > 0 {
 		r.Phase = (x.epoch + p) % r.Every
 	}
 	return r
+}
+
+// gradFloor is the skip floor of a residual-coded backward payload of n
+// rows of f values, rows [lo, lo+n) of m (Residual.SkipGrad): the
+// magnitude m with f·m² = SkipGrad times the rows' mean squared norm. It
+// is 0 (no floor) in the forward direction, without SkipGrad or
+// skipping, and where the rows are not finite.
+func gradFloor[P any](x *Exchange[P], mem ResidualMemory[P], dir int, m *kernels.Mat, lo, n int) float32 {
+	f := m.Cols
+	if dir != 1 || x.res.SkipGrad == 0 || x.res.Skip == 0 || n == 0 || f == 0 {
+		return 0
+	}
+	r := &x.scratch
+	if cap(r.norms) < n {
+		r.norms = make([]float64, n)
+	}
+	mem.RowSqNorms(m, lo, r.norms[:n])
+	var total float64
+	for _, s := range r.norms[:n] {
+		total += s
+	}
+	floor := math.Sqrt(float64(x.res.SkipGrad) * total / float64(n) / float64(f))
+	if math.IsNaN(floor) || math.IsInf(floor, 0) {
+		return 0
+	}
+	return float32(floor)
 }
 
 func bitmapSize(n int) int { return (n + 7) / 8 }
@@ -304,7 +338,8 @@ func residualEncode[P any](x *Exchange[P], mem ResidualMemory[P], layer, dir int
 		for p := range q {
 			lo, n := send.Start[p], send.Rows[p]
 			wire := any(r.wireP[p]).([]byte)
-			k, e, nn := h.DeltaEncode(c, idx(p), src, &st.sent, lo, n, x.skipRule(p), x.bitmap(r.outB, p), wire[lead(n):], seed(p))
+			rule := x.skipRule(p, gradFloor(x, mem, dir, src, lo, n))
+			k, e, nn := h.DeltaEncode(c, idx(p), src, &st.sent, lo, n, rule, x.bitmap(r.outB, p), wire[lead(n):], seed(p))
 			r.sentK[p] = k
 			if measure {
 				x.meter.ErrSq[layer] += e
@@ -319,7 +354,7 @@ func residualEncode[P any](x *Exchange[P], mem ResidualMemory[P], layer, dir int
 			bitmap := x.bitmap(r.outB, p)
 			r.sentK[p] = n
 			if bitmap != nil {
-				r.sentK[p] = keep(r.dmax[:n], r.mmax[:n], x.skipRule(p), bitmap)
+				r.sentK[p] = keep(r.dmax[:n], r.mmax[:n], x.skipRule(p, gradFloor(x, mem, dir, src, lo, n)), bitmap)
 			}
 			rows := r.rows(bitmap, lo, n)
 			wire := mem.Slice(r.wireP[p], lead(n), c.WireSize(len(rows), f))

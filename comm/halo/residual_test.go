@@ -54,11 +54,11 @@ func sameState(t *testing.T, l haloLayout, xs []*Exchange[[]byte], layer, dir in
 }
 
 // TestResidualConverges: rows that do not change reach the receivers
-// exactly under 2-bit residual coding (rows with their own headers or
-// sharing them), both ends' states stay equal, and with skipping the rows
+// exactly under 2-bit and ternary residual coding (rows with their own
+// headers or sharing them), both ends' states stay equal, and with skipping the rows
 // stop travelling once they have arrived (the bytes fall to the bitmaps).
 func TestResidualConverges(t *testing.T) {
-	for _, c := range []codec.Spec{codec.Quant(2), codec.Quant(2).Grouped(3)} {
+	for _, c := range []codec.Spec{codec.Quant(2), codec.Quant(2).Grouped(3), codec.Tern(), codec.Tern().Grouped(3)} {
 		t.Run(c.Name(), func(t *testing.T) { residualConverges(t, c) })
 	}
 }
@@ -155,7 +155,7 @@ func TestResidualRefresh(t *testing.T) {
 // TestResidualBackward: constant gradients returned under 2-bit residual
 // coding add up, epoch after epoch, to the exact sums at the owners.
 func TestResidualBackward(t *testing.T) {
-	for _, c := range []codec.Spec{codec.Quant(2), codec.Quant(2).Grouped(4)} {
+	for _, c := range []codec.Spec{codec.Quant(2), codec.Quant(2).Grouped(4), codec.Tern(), codec.Tern().Grouped(4)} {
 		t.Run(c.Name(), func(t *testing.T) { residualBackward(t, c) })
 	}
 }
@@ -210,7 +210,8 @@ func residualBackward(t *testing.T, c codec.Spec) {
 }
 
 // TestKeep: a row goes when its residual exceeds the threshold relative to
-// the row, and always when the residual holds a NaN or an infinity.
+// the row and the floor, and always when the residual holds a NaN or an
+// infinity.
 func TestKeep(t *testing.T) {
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	m := kernels.Mat{Rows: 6, Cols: 2, Data: []float32{1, -2, 1, -2, 0, 0, 1, inf, nan, 1, 1, 1}}
@@ -230,6 +231,12 @@ func TestKeep(t *testing.T) {
 		n = keep(dmax, mmax, codec.Skip{Tau: 0.1, Every: 3}, bitmap)
 		if want := byte(0b11011); bitmap[0] != want || n != 4 {
 			t.Errorf("AVX2 %v, refresh: bitmap %08b (%d rows), expected %08b (4 rows)", on, bitmap[0], n, want)
+		}
+		// A floor of 0.5 leaves row 1 out too (its residual is 0.3); the
+		// infinite and NaN residuals still go.
+		n = keep(dmax, mmax, codec.Skip{Tau: 0.1, Floor: 0.5}, bitmap)
+		if want := byte(0b11000); bitmap[0] != want || n != 2 {
+			t.Errorf("AVX2 %v, floor: bitmap %08b (%d rows), expected %08b (2 rows)", on, bitmap[0], n, want)
 		}
 		if got := d.Row(1)[0]; got != 1-0.7 {
 			t.Errorf("AVX2 %v: residual %v, expected %v", on, got, float32(1-0.7))
