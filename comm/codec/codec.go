@@ -248,12 +248,16 @@ func (s Spec) Encode(dst []byte, src []float32, rows, cols int, seed uint64) {
 }
 
 // EncodeGather is Encode of the rows idx of src (row-major, cols wide):
-// quant rows with a header each are coded where they lie; other codecs
-// read them gathered into scratch, which it returns, grown if it had to.
+// on the AVX2 path quant and tern rows with a header each are coded where
+// they lie; otherwise the rows are read gathered into scratch, which it
+// returns, grown if it had to.
 func (s Spec) EncodeGather(dst []byte, src []float32, idx []int32, cols int, seed uint64, scratch []float32) []float32 {
 	n := len(idx)
 	checkShape(s, "EncodeGather", n*cols, len(dst), n, cols)
 	if s.kind == KindQuant && s.bits < 16 && s.group <= 1 && encodeGatherFast(dst, src, idx, cols, int(s.bits), seed) {
+		return scratch
+	}
+	if s.kind == KindTern && s.group <= 1 && ternEncodeGather(dst, src, idx, cols, seed) {
 		return scratch
 	}
 	if cap(scratch) < n*cols {

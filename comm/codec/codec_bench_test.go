@@ -20,7 +20,7 @@ var benchData = sync.OnceValues(func() ([]float32, []float32) {
 })
 
 func benchCodecs() []Spec {
-	return []Spec{None(), Trunc(4), Quant(1), Quant(2), Quant(3), Quant(4), Quant(8), Quant(16)}
+	return []Spec{None(), Trunc(4), Quant(1), Quant(2), Quant(3), Quant(4), Quant(8), Quant(16), Tern(), Tern().Grouped(4)}
 }
 
 func BenchmarkCodecCopy(b *testing.B) {
@@ -54,7 +54,7 @@ func BenchmarkCodecEncodeWidth(b *testing.B) {
 	x, _ := benchData()
 	for _, cols := range []int{8, 32, 64, 128} {
 		rows := len(x) / cols
-		for _, c := range []Spec{Quant(1), Quant(2)} {
+		for _, c := range []Spec{Quant(1), Quant(2), Tern()} {
 			b.Run(c.Name()+"/cols="+strconv.Itoa(cols), func(b *testing.B) {
 				p := make([]byte, c.WireSize(rows, cols))
 				c.Encode(p, x, rows, cols, 0)
@@ -89,7 +89,7 @@ func BenchmarkCodecDecode(b *testing.B) {
 // 0) or most left out (skip 0.02). Bytes as above: the rows' float32s.
 func BenchmarkCodecDelta(b *testing.B) {
 	x, _ := benchData()
-	for _, c := range []Spec{Quant(1), Quant(2), Quant(4), Quant(8)} {
+	for _, c := range []Spec{Quant(1), Quant(2), Quant(4), Quant(8), Tern()} {
 		for _, skip := range []float32{0, 0.02} {
 			b.Run(c.Name()+"/skip="+map[bool]string{false: "0", true: "0.02"}[skip > 0], func(b *testing.B) {
 				benchDelta(b, c, x, benchCols, skip)
@@ -98,13 +98,19 @@ func BenchmarkCodecDelta(b *testing.B) {
 	}
 }
 
-// BenchmarkCodecDeltaWidth is DeltaEncode at quant(2), every row sent, on
-// the same bytes cut into the narrower rows halo exchanges have, as
-// EncodeWidth is Encode.
+// BenchmarkCodecDeltaWidth is DeltaEncode at quant(2) and tern, every row
+// sent, on the same bytes cut into the narrower rows halo exchanges have,
+// as EncodeWidth is Encode.
 func BenchmarkCodecDeltaWidth(b *testing.B) {
 	x, _ := benchData()
-	for _, cols := range []int{8, 32, 64, 128} {
-		b.Run("cols="+strconv.Itoa(cols), func(b *testing.B) { benchDelta(b, Quant(2), x, cols, 0) })
+	for _, c := range []Spec{Quant(2), Tern()} {
+		for _, cols := range []int{8, 32, 64, 128} {
+			name := "cols=" + strconv.Itoa(cols)
+			if c.Kind() == KindTern {
+				name = c.Name() + "/" + name
+			}
+			b.Run(name, func(b *testing.B) { benchDelta(b, c, x, cols, 0) })
+		}
 	}
 }
 

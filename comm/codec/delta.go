@@ -38,17 +38,18 @@ func (r Skip) Keeps(k int, residualMax, rowMax float32) bool {
 }
 
 // DeltaEncode is one pass of residual coding's sender for the quant(b)
-// codecs below 16 bits: for every row k it takes d = m row idx[k] minus
-// ref row k; with a bitmap it sends the row only where skip keeps it (bit
-// k set; the bitmap is cleared first); it writes the kept rows' payload
-// into dst, in order, their draw rows numbered 0, 1, ... as in Encode;
-// it adds their decoded values into ref; and it returns the kept rows and
-// SqDiff of m's rows against the new ref (what the receiver misses).
-// Those are the bytes and values of Encode, Decode and SqDiff run on the
-// gathered differences. buf is scratch of at least DeltaScratch(cols)
-// values. ok is false, and nothing is written, where no fused kernel runs
-// (another codec, no AVX2, or cols = 0): the caller composes those steps
-// itself.
+// codecs below 16 bits and tern: for every row k it takes d = m row
+// idx[k] minus ref row k; with a bitmap it sends the row only where skip
+// keeps it (bit k set; the bitmap is cleared first); it writes the kept
+// rows' payload into dst, in order, their draw rows numbered 0, 1, ... as
+// in Encode (tern's key first, where a row is kept: a payload of no rows
+// is empty); it adds their decoded values into ref; and it returns the
+// kept rows and SqDiff of m's rows against the new ref (what the receiver
+// misses). Those are the bytes and values of Encode, Decode and SqDiff
+// run on the gathered differences. buf is scratch of at least
+// DeltaScratch(cols) values. ok is false, and nothing is written, where
+// no fused kernel runs (another codec, no AVX2, or cols = 0): the caller
+// composes those steps itself.
 func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []float32, skip Skip, bitmap []byte, seed uint64, buf []float32) (kept int, errSq, normSq float64, ok bool) {
 	if !s.DeltaFused() || cols == 0 {
 		return 0, 0, 0, false
@@ -73,12 +74,17 @@ func (s Spec) DeltaEncode(dst []byte, m []float32, idx []int32, cols int, ref []
 		}
 	}
 	clear(bitmap)
-	kept, errSq, normSq = deltaEncodeFast(dst, m, idx, cols, int(s.bits), ref, skip, bitmap, seed, buf)
+	if s.kind == KindTern {
+		kept, errSq, normSq = ternDeltaEncodeFast(dst, m, idx, cols, ref, skip, bitmap, seed, buf)
+	} else {
+		kept, errSq, normSq = deltaEncodeFast(dst, m, idx, cols, int(s.bits), ref, skip, bitmap, seed, buf)
+	}
 	return kept, errSq, normSq, true
 }
 
 // DeltaScratch is the scratch values DeltaEncode needs for rows of cols:
-// the difference row, then its codes, a byte each.
+// the difference row, then its codes, a byte each (tern: the difference
+// row, overwritten with its decoded values).
 func DeltaScratch(cols int) int { return cols + (cols+3)/4 }
 
 // DecodeAdd is a decode fused with a scatter-add, for the codecs
@@ -106,10 +112,17 @@ func (s Spec) DecodeAdd(ref []float32, rows []int32, src []byte, cols int, out [
 			panic(fmt.Sprintf("codec: DecodeAdd: row %d of %d", r, len(ref)/cols))
 		}
 	}
-	decodeAddFast(ref, rows, src, cols, int(s.bits), out)
+	if s.kind == KindTern {
+		ternDecodeAddFast(ref, rows, src, cols, out)
+	} else {
+		decodeAddFast(ref, rows, src, cols, int(s.bits), out)
+	}
 	return true
 }
 
-// DeltaFused reports whether DeltaEncode and DecodeAdd run fused for s.
-// Grouped codecs are not: their rows share headers.
-func (s Spec) DeltaFused() bool { return fast && s.kind == KindQuant && s.bits < 16 && s.group <= 1 }
+// DeltaFused reports whether DeltaEncode and DecodeAdd run fused for s:
+// quant below 16 bits and tern, on the AVX2 path. Grouped codecs are not:
+// their rows share headers.
+func (s Spec) DeltaFused() bool {
+	return fast && s.group <= 1 && (s.kind == KindQuant && s.bits < 16 || s.kind == KindTern)
+}

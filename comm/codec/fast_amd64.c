@@ -1,7 +1,8 @@
 //go:build amd64 && cgo
 
-// AVX2 encoders and decoders of the quant(b) and bf16 formats (codec.go
-// specifies them; the Go code there is the reference and the fallback).
+// AVX2 encoders and decoders of the quant(b), bf16 and tern formats
+// (codec.go and tern.go specify them; the Go code there is the reference
+// and the fallback).
 // The arithmetic is the reference's, per value and in the same float32
 // operations (ISO C: no contraction into fused multiply-adds; the vector
 // min and max keep the reference's NaN rule: a NaN operand loses), so the
@@ -877,6 +878,420 @@ AVX2 void gnn_quant_decode_add(float* ref, const int32_t* rowsIdx, int64_t rows,
             prefetch_rows(ref + next, out ? out + next : NULL, cols);
         }
         quant_decode_row(ref + at, src + k * stride, srclen - k * stride, cols, b, 1);
+        if (out) memcpy(out + at, ref + at, 4 * (size_t)cols); // from L1
+    }
+}
+
+// The ternary code (tern.go): per row s, its largest non-NaN magnitude
+// rounded up to a bf16 and capped at the largest finite one, then each
+// value's code t = 2 where x * (1/s) + u >= 1/2, 0 where that is below
+// -1/2, else 1 (NaN too), with the dither u = (r - 128)/256 + 1/512 =
+// (2r - 255)/512 of its draw r, five codes to a byte, t0 + 3 t1 + 9 t2 +
+// 27 t3 + 81 t4; decoded ((t - 1) - u) * s = ((512 t - 2 r - 257) / 512) * s
+// (the quotient is exact, as the reference's subtraction is). A payload's
+// rows share one key, which the Go side writes at its head; row i of a
+// call draws as row first + i. The encoder goes 40 columns (5 vectors, 8
+// code bytes) at a time, in registers: it weighs each code by its power
+// of 3 and sums each byte's five (shuffle, psadbw). The decoder goes 16
+// columns at a time in 16-bit lanes: it spreads the bytes over their
+// five lanes each and takes digit k of byte v as floor(3 frac(v /
+// 3^(k+1))), a 16-bit multiply's low half, then another's high half.
+
+#define TERN_KEY 8
+#define TERN_HEADER 2
+
+static inline int64_t tern_stride(int cols) { return TERN_HEADER + ((int64_t)cols + 4) / 5; }
+
+// tern_scale is the reference's ternScale: s for a row whose largest
+// non-NaN magnitude is m.
+static inline float tern_scale(float m) {
+    const float s = bf16_up(m), top = u2f(0x7f7f0000u);
+    return s < top ? s : top;
+}
+
+// tern_neg_codes8 is -t, t the codes of 8 values x with their draws r, as
+// int32 lanes: the masks v >= 1/2 and !(v < -1/2) (true for NaN) added,
+// v = x * inv + u. u = (1 + r/256) - (1 + 255/512), the first term made
+// from its bits: both terms and their difference exact.
+AVX2 static inline __m256i tern_neg_codes8(__m256 x, __m256i r, __m256 inv, __m256* up) {
+    const __m256 one_r = _mm256_castsi256_ps(_mm256_or_si256(_mm256_slli_epi32(r, 15), _mm256_set1_epi32(0x3f800000)));
+    const __m256 u = _mm256_sub_ps(one_r, _mm256_set1_ps(1.498046875f));
+    const __m256 v = _mm256_add_ps(_mm256_mul_ps(x, inv), u);
+    *up = u;
+    return _mm256_add_epi32(_mm256_castps_si256(_mm256_cmp_ps(v, _mm256_set1_ps(0.5f), _CMP_GE_OQ)),
+                            _mm256_castps_si256(_mm256_cmp_ps(v, _mm256_set1_ps(-0.5f), _CMP_NLT_UQ)));
+}
+
+// tern_decoded8 is the decoded values ((t - 1) - u) * s of 8 codes, given
+// as -t (nt), with their dithers u: the difference exact, as the
+// reference's.
+AVX2 static inline __m256 tern_decoded8(__m256i nt, __m256 u, __m256 s) {
+    const __m256 d = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_set1_epi32(-1), nt)); // t - 1
+    return _mm256_mul_ps(_mm256_sub_ps(d, u), s);
+}
+
+// tern_ctx is what the rows of one call share: the draws' keys; for the
+// encoder, vector h (columns 8h .. 8h+7) of a block of 40 columns, lane l
+// being column 8h + l: its weight 3^k, k = (8h+l)%5, negated (the lanes
+// hold -t), in the low 16 bits; for the decoder, 16 columns 16m ..
+// 16m+15 whose code bytes are read from byte floor(16m/5) on, column
+// 16m + w (a 16-bit lane) being digit k = (p+w)%5 of byte (p+w)/5 there,
+// p = 16m%5 = m%5: the byte shuffle of that p and the multipliers
+// ceil(2^16 / 3^(k+1)).
+typedef struct {
+    draw_keys ks;
+    int bpr;
+    __m256i negw[5], shuf[5], mul[5];
+} tern_ctx;
+
+AVX2 static void tern_ctx_init(tern_ctx* c, int cols, uint32_t k0, uint32_t k1) {
+    static const uint16_t mul[5] = {21846, 7282, 2428, 810, 270}, pow3[5] = {1, 3, 9, 27, 81};
+    c->bpr = narrow_blocks(cols);
+    draw_keys_init(&c->ks, k0, k1, c->bpr);
+    for (int h = 0; h < 5; h++) {
+        uint32_t nw[8];
+        uint16_t sh[16], mu[16];
+        for (int l = 0; l < 8; l++) nw[l] = (0x10000u - pow3[(8 * h + l) % 5]) & 0xffffu;
+        for (int w = 0; w < 16; w++) { // lanes 8..15 are the upper 128 bits: their bytes from that half's copy
+            sh[w] = (uint16_t)(0x8000u | (uint32_t)((h + w) / 5));
+            mu[w] = mul[(h + w) % 5];
+        }
+        c->negw[h] = _mm256_loadu_si256((const __m256i*)nw);
+        c->shuf[h] = _mm256_loadu_si256((const __m256i*)sh);
+        c->mul[h] = _mm256_loadu_si256((const __m256i*)mu);
+    }
+}
+
+// tern_join40 is the 8 code bytes of a block of 40 columns from its 5
+// vectors of weighted codes w (t 3^k, int32 lanes, columns in order):
+// the 40 bytes in order (x0, x1, x2), cut into 8-byte slots of 5 (two
+// 16-byte windows a vector, at columns 0, 10 and 20, 30), each slot
+// summed by psadbw, and the 8 sums put in order.
+AVX2 static inline uint64_t tern_join40(const __m256i w[5]) {
+    const __m256i y = in_order(_mm256_packus_epi16(_mm256_packs_epi32(w[0], w[1]), _mm256_packs_epi32(w[2], w[3])));
+    const __m128i p4 = _mm_packs_epi32(_mm256_castsi256_si128(w[4]), _mm256_extracti128_si256(w[4], 1));
+    const __m128i x0 = _mm256_castsi256_si128(y), x1 = _mm256_extracti128_si256(y, 1), x2 = _mm_packus_epi16(p4, p4);
+    const __m256i p = _mm256_inserti128_si256(_mm256_castsi128_si256(x0), _mm_alignr_epi8(x1, x0, 10), 1);                     // columns 0.., 10..
+    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_alignr_epi8(x2, x1, 4)), _mm_alignr_epi8(x2, x1, 14), 1); // 20.., 30..
+    const __m256i slots = _mm256_setr_epi8(0, 1, 2, 3, 4, -1, -1, -1, 5, 6, 7, 8, 9, -1, -1, -1, 0, 1, 2, 3, 4, -1, -1, -1, 5, 6, 7, 8, 9, -1, -1, -1);
+    const __m256i sp = _mm256_sad_epu8(_mm256_shuffle_epi8(p, slots), _mm256_setzero_si256()); // qwords: bytes 0, 1 | 2, 3
+    const __m256i sq = _mm256_sad_epu8(_mm256_shuffle_epi8(q, slots), _mm256_setzero_si256()); // 4, 5 | 6, 7
+    const __m256i r = _mm256_or_si256(sp, _mm256_slli_epi64(sq, 32));                           // dwords: 0 4 1 5 | 2 6 3 7
+    const __m256i pick = _mm256_setr_epi8(0, 8, -1, -1, 4, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 8, -1, -1, 4, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i z = _mm256_shuffle_epi8(r, pick); // bytes 0 1 _ _ 4 5 | 2 3 _ _ 6 7
+    return (uint64_t)_mm_cvtsi128_si64(_mm_or_si128(_mm256_castsi256_si128(z), _mm_slli_epi64(_mm256_extracti128_si256(z, 1), 16)));
+}
+
+// tern_row_max is the reference's M: the largest magnitude among the row's
+// non-NaN values, 0 if none.
+AVX2 static inline __attribute__((always_inline)) float tern_row_max(const float* x, int cols) {
+    const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
+    int j = 0;
+    // max(a, m) is m where a is NaN: a NaN loses
+    for (; j + 32 <= cols; j += 32) {
+        m0 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), abs), m0);
+        m1 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j + 8), abs), m1);
+        m2 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j + 16), abs), m2);
+        m3 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j + 24), abs), m3);
+    }
+    for (; j + 8 <= cols; j += 8) m0 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), abs), m0);
+    m0 = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1)); // no NaN here: any order
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    float m = _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
+    for (; j < cols; j++) {
+        const float a = fabsf(x[j]);
+        if (a > m) m = a; // NaN is never larger
+    }
+    return m;
+}
+
+// tern_row_draws is row_draws for calls whose row i draws as row first + i.
+AVX2 static inline __attribute__((always_inline)) const __m128i* tern_row_draws(int64_t i, int64_t first, int bpr, const draw_keys* ks, __m128i d[8]) {
+    if (!bpr) return NULL;
+    const int64_t at = i & (8 / bpr - 1);
+    if (at == 0) draw_rows((uint32_t)(first + i), ks, d);
+    return d + at * bpr;
+}
+
+// tern_encode_block codes the block of 40 columns at x (block b of the
+// row; columns at or past cols, in its last block, code 0: no value is
+// read or written there), returning its 8 code bytes, and where dec is
+// not NULL writes each value's decoded value there (which may be x
+// itself: each value is read before it is overwritten). d holds the
+// row's draws: dm refilled as each pass of 128 columns begins unless pre.
+AVX2 static inline __attribute__((always_inline)) uint64_t tern_encode_block(const tern_ctx* c, const float* x, int b, int cols, uint32_t i,
+                                                                             const __m128i* pre, __m128i dm[8], __m256 invv, __m256 sv, float* dec,
+                                                                             int partial) {
+    const __m128i* d = pre ? pre : dm;
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i w[5];
+#pragma GCC unroll 5
+    for (int h = 0; h < 5; h++) {
+        const int g = 5 * b + h;
+        if (partial && 8 * g >= cols) {
+            w[h] = zero;
+            continue;
+        }
+        if (!pre && (g & 15) == 0) draw_blocks((uint32_t)(g >> 1), i, &c->ks, dm);
+        const __m256i r = draws8(d[(g & 15) >> 1], g & 1);
+        __m256 u;
+        if (partial && 8 * g + 8 > cols) { // the row's last, partial group
+            const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8 * g), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            const __m256i nt = _mm256_and_si256(in, tern_neg_codes8(_mm256_maskload_ps(x + 8 * g, in), r, invv, &u));
+            if (dec) _mm256_maskstore_ps(dec + 8 * g, in, tern_decoded8(nt, u, sv));
+            w[h] = _mm256_mullo_epi16(nt, c->negw[h]);
+            continue;
+        }
+        const __m256i nt = tern_neg_codes8(_mm256_loadu_ps(x + 8 * g), r, invv, &u);
+        if (dec) _mm256_storeu_ps(dec + 8 * g, tern_decoded8(nt, u, sv));
+        w[h] = _mm256_mullo_epi16(nt, c->negw[h]); // t 3^k in the low half; the high half's 0 or -1 times 0
+    }
+    return tern_join40(w);
+}
+
+// tern_encode_body writes row x (cols values whose largest non-NaN
+// magnitude is mx) as the payload row at out, drawn as row i (pre: its
+// blocks from draw_rows, or NULL for draw_blocks), and where dec is not
+// NULL each value's decoded value into dec (which may be x itself).
+AVX2 static inline __attribute__((always_inline)) void tern_encode_body(const tern_ctx* c, uint8_t* out, const float* x, int cols, float mx, uint32_t i,
+                                                                        const __m128i* pre, float* dec) {
+    const float s = tern_scale(mx);
+    const uint16_t s16 = (uint16_t)(f2u(s) >> 16);
+    memcpy(out, &s16, 2);
+    const float inv = s > 0 ? 1.0f / s : 0.0f; // with inv = 0 every code is 1 (|u| < 1/2; Inf * 0 is NaN)
+    const __m256 invv = _mm256_set1_ps(inv), sv = _mm256_set1_ps(s);
+    uint8_t* codes = out + TERN_HEADER;
+    __m128i dm[8];
+    const int whole = cols / 40;
+    for (int b = 0; b < whole; b++) {
+        const uint64_t o = tern_encode_block(c, x, b, cols, i, pre, dm, invv, sv, dec, 0);
+        memcpy(codes + 8 * b, &o, 8);
+    }
+    if (40 * whole < cols) {
+        const uint64_t o = tern_encode_block(c, x, whole, cols, i, pre, dm, invv, sv, dec, 1);
+        for (int k = 0; 40 * whole + 5 * k < cols; k++) codes[8 * whole + k] = (uint8_t)(o >> (8 * k));
+    }
+    if (dec && s == 0) memset(dec, 0, 4 * (size_t)cols); // the reference decodes such a row to +0
+}
+
+// tern_scaled8 is the decoded values of 8 numerators n (int32 lanes):
+// (n / 512) * s, the quotient exact; or, where one (s / 512 exact: s is a
+// bf16 of magnitude at least 2^-117, or not finite), n * s512 with s512 =
+// s / 512, the same real number rounded once, so the same float.
+AVX2 static inline __m256 tern_scaled8(__m256i n, __m256 s, __m256 s512, int one) {
+    const __m256 f = _mm256_cvtepi32_ps(n);
+    return one ? _mm256_mul_ps(f, s512) : _mm256_mul_ps(_mm256_mul_ps(f, _mm256_set1_ps(1.0f / 512)), s);
+}
+
+// tern_one is tern_scaled8's one for s.
+static inline int tern_one(float s) { return !(fabsf(s) < 0x1p-117f); }
+
+// tern_group16 is the numerators 512 t - 2 r - 257 of 16 columns 16m ..
+// 16m+15 (16-bit lanes), whose code bytes are the 8 in every quadword of
+// bytes, from byte floor(16m/5) of the row on, p = m%5, and whose draws
+// are the block dr: each lane's code byte (shuffled), above 242 made 121
+// (five codes of 1, as the reference decodes such bytes), and its digit
+// floor(3 frac(v / 3^(k+1))): a multiply's low 16 bits, then 3 times
+// those's high 16 bits.
+AVX2 static inline __m256i tern_group16(const tern_ctx* c, __m256i bytes, int p, __m128i dr) {
+    __m256i v = _mm256_shuffle_epi8(bytes, c->shuf[p]);
+    v = _mm256_blendv_epi8(v, _mm256_set1_epi16(121), _mm256_cmpgt_epi16(v, _mm256_set1_epi16(242)));
+    const __m256i t = _mm256_mulhi_epu16(_mm256_mullo_epi16(v, c->mul[p]), _mm256_set1_epi16(3));
+    const __m256i r = _mm256_cvtepu8_epi16(dr);
+    return _mm256_sub_epi16(_mm256_slli_epi16(t, 9), _mm256_add_epi16(_mm256_add_epi16(r, r), _mm256_set1_epi16(257)));
+}
+
+// tern_store16 writes (or with acc adds into y) the decoded values of
+// the numerators n of 16 columns at y.
+AVX2 static inline __attribute__((always_inline)) void tern_store16(float* y, __m256i n, __m256 sv, __m256 s512, int acc, int one) {
+    __m256 lo = tern_scaled8(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(n)), sv, s512, one);
+    __m256 hi = tern_scaled8(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(n, 1)), sv, s512, one);
+    if (acc) lo = _mm256_add_ps(_mm256_loadu_ps(y), lo), hi = _mm256_add_ps(_mm256_loadu_ps(y + 8), hi);
+    _mm256_storeu_ps(y, lo);
+    _mm256_storeu_ps(y + 8, hi);
+}
+
+// tern_decode_body is tern_decode_row for a row of scale s (not 0): 16
+// columns at a time (tern_group16), then 8 at a time in floats. Group m
+// reads the 8 bytes from floor(16m/5) on (left: bytes readable at codes;
+// the next row's, read near a row's end, go unused); its draws are block
+// m of the row, made 8 at a time (a pass of 128 columns) unless pre.
+AVX2 static inline __attribute__((always_inline)) void tern_decode_body(const tern_ctx* c, float* y, const uint8_t* codes, int64_t left, int cols,
+                                                                        uint32_t i, const __m128i* pre, int acc, float s, int one) {
+    const __m256 sv = _mm256_set1_ps(s), s512 = _mm256_set1_ps(s * (1.0f / 512));
+    __m128i dm[8];
+    const __m128i* d = pre ? pre : dm;
+    const int whole = cols / 16;
+    int m = 0, p = 0, at = 0; // 16m = 5 at + p
+    for (int jb = 0; jb < cols; jb += 128) {
+        if (!pre) draw_blocks((uint32_t)(jb >> 4), i, &c->ks, dm);
+        const int end = whole < (jb >> 4) + 8 ? whole : (jb >> 4) + 8;
+        for (; m < end; m++) {
+            __m256i bytes;
+            if (at + 8 <= left) {
+                bytes = _mm256_broadcastq_epi64(_mm_loadl_epi64((const __m128i*)(codes + at)));
+            } else {
+                uint64_t w = 0;
+                for (int k = 0; at + k < left && k < 8; k++) w |= (uint64_t)codes[at + k] << (8 * k);
+                bytes = _mm256_set1_epi64x((long long)w);
+            }
+            tern_store16(y + 16 * m, tern_group16(c, bytes, p, d[m & 7]), sv, s512, acc, one);
+            const int wrap = p == 4;
+            at += 3 + wrap, p = wrap ? 0 : p + 1;
+        }
+    }
+    if (16 * whole < cols) { // the last, partial group: its draws are in d already
+        uint64_t w = 0;
+        for (int k = 0; at + k < left && k < 8; k++) w |= (uint64_t)codes[at + k] << (8 * k);
+        float v16[16];
+        tern_store16(v16, tern_group16(c, _mm256_set1_epi64x((long long)w), p, d[whole & 7]), sv, s512, 0, one);
+        float* yo = y + 16 * whole;
+        for (int k = 0; 16 * whole + k < cols; k++) yo[k] = acc ? yo[k] + v16[k] : v16[k];
+    }
+}
+
+// tern_decode_row decodes the payload row at in (left bytes readable from
+// there on; cols values, drawn as row i; pre as in tern_encode_body) into
+// y, or with acc adds it into y (y + the decoded value, as DecodeAdd's
+// ref += decoded). Bytes above 242 (no digits) become 121, five codes of
+// 1, as the reference decodes them.
+AVX2 static inline __attribute__((always_inline)) void tern_decode_row(const tern_ctx* c, float* y, const uint8_t* in, int64_t left, int cols,
+                                                                       uint32_t i, const __m128i* pre, int acc) {
+    uint16_t s16;
+    memcpy(&s16, in, 2);
+    const float s = u2f((uint32_t)s16 << 16);
+    if (s == 0) { // +0 or -0: the row decodes to +0
+        if (!acc) {
+            memset(y, 0, 4 * (size_t)cols);
+            return;
+        }
+        int j = 0;
+        for (; j + 8 <= cols; j += 8) _mm256_storeu_ps(y + j, _mm256_add_ps(_mm256_loadu_ps(y + j), _mm256_setzero_ps()));
+        for (; j < cols; j++) y[j] = y[j] + 0.0f;
+        return;
+    }
+    if (tern_one(s))
+        tern_decode_body(c, y, in + TERN_HEADER, left - TERN_HEADER, cols, i, pre, acc, s, 1);
+    else
+        tern_decode_body(c, y, in + TERN_HEADER, left - TERN_HEADER, cols, i, pre, acc, s, 0);
+}
+
+// gnn_tern_encode writes rows of cols values (row i of src, or row idx[i]
+// where idx is not NULL), drawn as rows first, first + 1, ..., at dst: the
+// payload after its key.
+AVX2 void gnn_tern_encode(uint8_t* dst, const float* src, const int32_t* idx, int64_t rows, int cols, int64_t first, uint32_t k0, uint32_t k1) {
+    tern_ctx c;
+    tern_ctx_init(&c, cols, k0, k1);
+    const int64_t stride = tern_stride(cols);
+    __m128i d[8];
+    for (int64_t i = 0; i < rows; i++) {
+        const float* x = src + (idx ? (int64_t)idx[i] : i) * cols;
+        tern_encode_body(&c, dst + i * stride, x, cols, tern_row_max(x, cols), (uint32_t)(first + i), tern_row_draws(i, first, c.bpr, &c.ks, d), NULL);
+    }
+}
+
+// gnn_tern_decode decodes rows of cols values, drawn as rows first, first
+// + 1, ..., from src (the payload after its key, srclen bytes) into dst.
+AVX2 void gnn_tern_decode(float* dst, const uint8_t* src, int64_t srclen, int64_t rows, int cols, int64_t first, uint32_t k0, uint32_t k1) {
+    tern_ctx c;
+    tern_ctx_init(&c, cols, k0, k1);
+    const int64_t stride = tern_stride(cols);
+    __m128i d[8];
+    for (int64_t i = 0; i < rows; i++)
+        tern_decode_row(&c, dst + i * cols, src + i * stride, srclen - i * stride, cols, (uint32_t)(first + i), tern_row_draws(i, first, c.bpr, &c.ks, d), 0);
+}
+
+// delta_add adds the decoded row dec into s, and the row x against the new
+// s into the lanes (as delta_update does from codes).
+AVX2 static inline __attribute__((always_inline)) void delta_add(float* s, const float* x, const float* dec, int cols, sq_lanes* a) {
+    __m256d e0 = a->e0, e1 = a->e1, n0 = a->n0, n1 = a->n1;
+    int j = 0;
+    for (; j + 8 <= cols; j += 8) {
+        const __m256 yv = _mm256_add_ps(_mm256_loadu_ps(s + j), _mm256_loadu_ps(dec + j));
+        _mm256_storeu_ps(s + j, yv);
+        const __m256 xv = _mm256_loadu_ps(x + j);
+        const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(xv)), xh = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
+        const __m256d dl = _mm256_sub_pd(xl, _mm256_cvtps_pd(_mm256_castps256_ps128(yv)));
+        const __m256d dh = _mm256_sub_pd(xh, _mm256_cvtps_pd(_mm256_extractf128_ps(yv, 1)));
+        e0 = _mm256_add_pd(e0, _mm256_mul_pd(dl, dl));
+        e1 = _mm256_add_pd(e1, _mm256_mul_pd(dh, dh));
+        n0 = _mm256_add_pd(n0, _mm256_mul_pd(xl, xl));
+        n1 = _mm256_add_pd(n1, _mm256_mul_pd(xh, xh));
+    }
+    if (j < cols) { // the row's tail: lanes 0 .. cols%8-1, as in sq_row
+        double ev[8], nv[8];
+        _mm256_storeu_pd(ev, e0), _mm256_storeu_pd(ev + 4, e1);
+        _mm256_storeu_pd(nv, n0), _mm256_storeu_pd(nv + 4, n1);
+        for (int t = 0; j < cols; j++, t++) {
+            s[j] += dec[j];
+            const double v = (double)x[j], dd = v - (double)s[j];
+            const double e = dd * dd, vv = v * v;
+            ev[t] += e;
+            nv[t] += vv;
+        }
+        e0 = _mm256_loadu_pd(ev), e1 = _mm256_loadu_pd(ev + 4);
+        n0 = _mm256_loadu_pd(nv), n1 = _mm256_loadu_pd(nv + 4);
+    }
+    a->e0 = e0, a->e1 = e1, a->n0 = n0, a->n1 = n1;
+}
+
+// gnn_tern_delta_encode is DeltaEncode (delta.go) for tern, as
+// gnn_quant_delta_encode is for quant: the kept rows go at dst (the
+// payload after its key), drawn as rows 0, 1, ... in order, and their
+// decoded values, made with their codes into buf over the difference,
+// go into the reference. buf holds cols floats. The largest non-NaN
+// magnitude of a difference is that of its min or its max.
+AVX2 void gnn_tern_delta_encode(uint8_t* dst, const float* m, const int32_t* idx, int64_t rows, int cols, uint32_t k0, uint32_t k1, float* ref,
+                                float tau, float skip_floor, int every, int phase, uint8_t* bitmap, float* buf, int64_t* kept, double out[2]) {
+    tern_ctx c; // its draws: those of payload rows n, n+1, ... (kept rows)
+    tern_ctx_init(&c, cols, k0, k1);
+    const int64_t stride = tern_stride(cols);
+    sq_lanes a = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+    int64_t n = 0;
+    __m128i d[8];
+    int cycle = phase; // (k + phase) % every
+    for (int64_t k = 0; k < rows; k++) {
+        const int forced = every > 0 && cycle == 0;
+        if (every > 0 && ++cycle == every) cycle = 0;
+        const float* x = m + (int64_t)idx[k] * cols;
+        float* s = ref + k * cols;
+        if (k + DELTA_AHEAD < rows) prefetch_rows(m + (int64_t)idx[k + DELTA_AHEAD] * cols, s + DELTA_AHEAD * cols, cols);
+        uint32_t md, mm;
+        float lo, hi;
+        delta_sub(buf, x, s, cols, &md, &mm, &lo, &hi);
+        if (bitmap && !forced && !(md > 0x7f7fffffu || (u2f(md) > tau * u2f(mm) && u2f(md) > skip_floor))) {
+            sq_row(&a, x, s, cols);
+            continue;
+        }
+        if (bitmap) bitmap[k >> 3] |= (uint8_t)(1u << (k & 7));
+        const float mx = lo <= hi ? fmaxf(fabsf(lo), fabsf(hi)) : 0.0f; // lo > hi: all NaN
+        tern_encode_body(&c, dst + n * stride, buf, cols, mx, (uint32_t)n, tern_row_draws(n, 0, c.bpr, &c.ks, d), buf);
+        delta_add(s, x, buf, cols, &a);
+        n++;
+    }
+    *kept = n;
+    sq_sum(&a, out);
+}
+
+// gnn_tern_decode_add is DecodeAdd (delta.go) for tern: ref row rows[k] +=
+// the decoded payload row k (src: the whole payload, key first, srclen
+// bytes), copied into out's row too where out is not NULL.
+AVX2 void gnn_tern_decode_add(float* ref, const int32_t* rowsIdx, int64_t rows, const uint8_t* src, int64_t srclen, int cols, float* out) {
+    uint32_t k0, k1;
+    memcpy(&k0, src, 4), memcpy(&k1, src + 4, 4); // little endian, as the host
+    tern_ctx c;
+    tern_ctx_init(&c, cols, k0, k1);
+    const int64_t stride = tern_stride(cols);
+    __m128i d[8];
+    for (int64_t k = 0; k < rows; k++) {
+        const int64_t at = (int64_t)rowsIdx[k] * cols;
+        if (k + DELTA_AHEAD < rows) {
+            const int64_t next = (int64_t)rowsIdx[k + DELTA_AHEAD] * cols;
+            prefetch_rows(ref + next, out ? out + next : NULL, cols);
+        }
+        tern_decode_row(&c, ref + at, src + TERN_KEY + k * stride, srclen - TERN_KEY - k * stride, cols, (uint32_t)k, tern_row_draws(k, 0, c.bpr, &c.ks, d), 1);
         if (out) memcpy(out + at, ref + at, 4 * (size_t)cols); // from L1
     }
 }

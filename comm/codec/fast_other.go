@@ -23,3 +23,15 @@ func deltaEncodeFast([]byte, []float32, []int32, int, int, []float32, Skip, []by
 func decodeAddFast([]float32, []int32, []byte, int, int, []float32) {
 	panic("codec: no fused delta kernel")
 }
+
+func ternEncodeFast([]byte, []float32, []int32, int, int, int, [2]uint32) bool { return false }
+
+func ternDecodeFast([]float32, []byte, int, int, int, [2]uint32) bool { return false }
+
+func ternDeltaEncodeFast([]byte, []float32, []int32, int, []float32, Skip, []byte, uint64, []float32) (int, float64, float64) {
+	panic("codec: no fused delta kernel")
+}
+
+func ternDecodeAddFast([]float32, []int32, []byte, int, []float32) {
+	panic("codec: no fused delta kernel")
+}

@@ -16,14 +16,15 @@ func withReference(f func()) {
 	f()
 }
 
-// The AVX2 path against the Go reference: every quant width and bf16, every
-// width 0..257 (partial groups, batches of 8 groups), rows with NaN,
-// infinities, signed zeros, subnormals, constants and the full float range;
-// decoded from encoder output and from random bytes.
+// The AVX2 path against the Go reference: every quant width and bf16, tern
+// and tern(g), every width 0..257 (partial groups, batches of 8 groups),
+// rows with NaN, infinities, signed zeros, subnormals, constants and the
+// full float range; decoded from encoder output and from random bytes.
 // rowFills are the kinds of row the fast path must code as the reference
 // does: normal values, a mix with every special value, a constant row,
-// rows far from 0 (quant's wider grid candidates), all NaN, and a range
-// that overflows.
+// rows far from 0 (quant's wider grid candidates), all NaN, a range that
+// overflows, normal values among NaNs, and subnormal rows (tern's s a
+// subnormal bf16, 1/s infinite).
 func rowFills(r *rand.Rand) []func(row []float32) {
 	specials := []float32{float32(math.Copysign(0, -1)), 0, float32(math.NaN()), float32(math.Inf(1)),
 		float32(math.Inf(-1)), math.SmallestNonzeroFloat32, -1e-40, math.MaxFloat32, -math.MaxFloat32, 1}
@@ -62,6 +63,22 @@ func rowFills(r *rand.Rand) []func(row []float32) {
 				row[j] = float32(r.Float64()*2-1) * math.MaxFloat32
 			}
 		},
+		func(row []float32) { // normal values, some NaN: a NaN must lose to every lane's largest
+			for j := range row {
+				row[j] = float32(r.NormFloat64())
+				if r.IntN(6) == 0 {
+					row[j] = float32(math.NaN())
+				}
+			}
+		},
+		func(row []float32) { // subnormal, some zeros and NaNs
+			for j := range row {
+				row[j] = float32(r.NormFloat64() * 1e-41)
+				if r.IntN(8) == 0 {
+					row[j] = []float32{0, float32(math.Copysign(0, -1)), float32(math.NaN())}[r.IntN(3)]
+				}
+			}
+		},
 	}
 }
 
@@ -72,7 +89,8 @@ func TestFastPath(t *testing.T) {
 	t.Logf("encoder: %s", FastPath())
 	r := rand.New(rand.NewPCG(21, 22))
 	fills := rowFills(r)
-	for _, c := range []Spec{Quant(1), Quant(2), Quant(3), Quant(4), Quant(5), Quant(6), Quant(7), Quant(8), Quant(16)} {
+	for _, c := range []Spec{Quant(1), Quant(2), Quant(3), Quant(4), Quant(5), Quant(6), Quant(7), Quant(8), Quant(16),
+		Tern(), Tern().Grouped(2), Tern().Grouped(4)} {
 		for cols := 0; cols <= 257; cols++ {
 			for k, fill := range fills {
 				const rows = 3
@@ -82,14 +100,47 @@ func TestFastPath(t *testing.T) {
 				}
 				got := sameAsReference(t, fmt.Sprintf("%d columns, fill %d", cols, k), c, x, rows, cols, r.Uint64())
 				for _, p := range [][]byte{got, randomBytes(r, len(got))} {
-					y, wy := make([]float32, rows*cols), make([]float32, rows*cols)
-					c.Decode(y, p, rows, cols)
-					withReference(func() { c.Decode(wy, p, rows, cols) })
-					for e := range y {
-						if math.Float32bits(y[e]) != math.Float32bits(wy[e]) {
-							t.Fatalf("%s, %d columns: decoded %d = %v, reference %v", c.Name(), cols, e, y[e], wy[e])
-						}
-					}
+					sameDecode(t, fmt.Sprintf("%d columns", cols), c, p, rows, cols)
+				}
+			}
+		}
+	}
+}
+
+// sameDecode decodes p with the fast path and with the reference and fails
+// unless the values are the same bits (NaN payloads included).
+func sameDecode(t *testing.T, what string, c Spec, p []byte, rows, cols int) {
+	t.Helper()
+	y, wy := make([]float32, rows*cols), make([]float32, rows*cols)
+	c.Decode(y, p, rows, cols)
+	withReference(func() { c.Decode(wy, p, rows, cols) })
+	for e := range y {
+		if math.Float32bits(y[e]) != math.Float32bits(wy[e]) {
+			t.Fatalf("%s, %s: decoded %d = %v (%08x), reference %v (%08x)", c.Name(), what, e, y[e], math.Float32bits(y[e]), wy[e], math.Float32bits(wy[e]))
+		}
+	}
+}
+
+// Tern rows wider than the fast path's chunk of 640 columns (a chunk's
+// codes joined five to a byte, then the next), ungrouped and grouped,
+// encoded and decoded, from encoder output and random bytes.
+func TestFastPathTernWide(t *testing.T) {
+	if !fast {
+		t.Skip("no AVX2 path on this machine or build")
+	}
+	r := rand.New(rand.NewPCG(27, 28))
+	fills := rowFills(r)
+	for _, c := range []Spec{Tern(), Tern().Grouped(3)} {
+		for _, cols := range []int{639, 640, 641, 645, 1279, 1280, 1283, 2001} {
+			for k, fill := range fills {
+				const rows = 4
+				x := make([]float32, rows*cols)
+				for i := range rows {
+					fill(x[i*cols : (i+1)*cols])
+				}
+				got := sameAsReference(t, fmt.Sprintf("%d columns, fill %d", cols, k), c, x, rows, cols, r.Uint64())
+				for _, p := range [][]byte{got, randomBytes(r, len(got))} {
+					sameDecode(t, fmt.Sprintf("%d columns", cols), c, p, rows, cols)
 				}
 			}
 		}
@@ -101,15 +152,20 @@ func TestFastPath(t *testing.T) {
 // computation with 7 others (quant_params8, whose odd lanes take the
 // scalar path), which TestFastPath's 3 rows do not fill: here 7 to 27
 // rows, each of its own kind, so that every row of a pass must give the
-// reference's bytes whatever its neighbours hold.
+// reference's bytes whatever its neighbours hold. Tern shares the draws'
+// passes (decoding too), and tern(g)'s rest row draws as the row after
+// the whole groups, a pass of its own.
 func TestFastPathRowBatches(t *testing.T) {
 	if !fast {
 		t.Skip("no AVX2 path on this machine or build")
 	}
 	r := rand.New(rand.NewPCG(25, 26))
 	fills := rowFills(r)
+	specs := []Spec{Tern(), Tern().Grouped(2), Tern().Grouped(3)}
 	for b := 1; b <= 8; b++ {
-		c := Quant(b)
+		specs = append(specs, Quant(b))
+	}
+	for _, c := range specs {
 		for _, cols := range []int{0, 1, 3, 8, 9, 16, 17, 31, 32, 33, 63, 64, 65, 128} {
 			for _, rows := range []int{7, 8, 9, 16, 27} {
 				for trial := range 4 {
@@ -121,7 +177,10 @@ func TestFastPathRowBatches(t *testing.T) {
 						}
 						fill(x[i*cols : (i+1)*cols])
 					}
-					sameAsReference(t, fmt.Sprintf("%d rows of %d, trial %d", rows, cols, trial), c, x, rows, cols, r.Uint64())
+					p := sameAsReference(t, fmt.Sprintf("%d rows of %d, trial %d", rows, cols, trial), c, x, rows, cols, r.Uint64())
+					if c.Kind() == KindTern {
+						sameDecode(t, fmt.Sprintf("%d rows of %d, trial %d", rows, cols, trial), c, p, rows, cols)
+					}
 				}
 			}
 		}
@@ -175,14 +234,14 @@ func TestFastSqDiff(t *testing.T) {
 
 // TestEncodeGather: coding rows where they lie (out of order, repeated, a
 // batch of 8 rows and a remainder) gives the bytes of coding them gathered,
-// on the AVX2 path and the reference, for every quant width, bf16, shared
-// headers and trunc, widths 0..129, every kind of row.
+// on the AVX2 path and the reference, for every quant width, bf16, tern,
+// shared headers and trunc, widths 0..129, every kind of row.
 func TestEncodeGather(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 24))
 	fills := rowFills(r)
 	const srcRows = 13
 	idx := []int32{12, 0, 5, 5, 7, 1, 11, 3, 2, 9, 12} // 11 rows: a batch of 8 and 3
-	specs := []Spec{Quant(16), Quant(2).Grouped(3), Trunc(4)}
+	specs := []Spec{Quant(16), Quant(2).Grouped(3), Trunc(4), Tern(), Tern().Grouped(3)}
 	for b := 1; b <= 8; b++ {
 		specs = append(specs, Quant(b))
 	}

@@ -38,7 +38,10 @@ import (
 // s normal and within 2^-7 of M. Grouped (tern(g)), g rows share one s,
 // coded as one row of g times the width, the rest as one shorter row
 // (Spec.Groups), all under the payload's one key: row i of the draws is
-// the group's index, the rest's being the number of whole groups.
+// the group's index, the rest's being the number of whole groups. On AVX2
+// machines fast_amd64.c codes and decodes it (Encode, EncodeGather,
+// Decode, and residual coding's fused DeltaEncode and DecodeAdd) to the
+// same bytes and bits as the Go code here, which is the reference.
 
 // TernRate is the rate of the ternary code's rung: 32 bits to log2(3)
 // ≈ 1.58, 1.6 as packed, rounded to 20.
@@ -69,6 +72,9 @@ func ternDither(r uint32) float32 { return float32(int32(r)-128)/256 + 1.0/512 }
 // ternEncode writes rows of cols values, the draws' rows numbered from
 // first, under key.
 func ternEncode(dst []byte, src []float32, rows, cols, first int, key [2]uint32) {
+	if ternEncodeFast(dst, src, nil, rows, cols, first, key) {
+		return
+	}
 	st := ternStride(cols)
 	for i := range rows {
 		row := src[i*cols : (i+1)*cols]
@@ -124,6 +130,9 @@ var ternDigits = func() (d [256][5]int8) {
 }()
 
 func ternDecode(dst []float32, src []byte, rows, cols, first int, key [2]uint32) {
+	if ternDecodeFast(dst, src, rows, cols, first, key) {
+		return
+	}
 	st := ternStride(cols)
 	for i := range rows {
 		in := src[i*st : (i+1)*st]
@@ -162,13 +171,35 @@ func (s Spec) ternEncodeAll(dst []byte, src []float32, rows, cols int, seed uint
 		return
 	}
 	key := drawKey(seed)
-	binary.LittleEndian.PutUint32(dst, key[0])
-	binary.LittleEndian.PutUint32(dst[4:], key[1])
+	putTernKey(dst, key)
 	whole, rest, w, at := s.Groups(rows, cols)
 	ternEncode(dst[ternKey:at], src[:whole*w], whole, w, 0, key)
 	if rest > 0 {
 		ternEncode(dst[at:], src[whole*w:], 1, rest*cols, whole, key)
 	}
+}
+
+// putTernKey writes key at the head of a payload.
+func putTernKey(dst []byte, key [2]uint32) {
+	binary.LittleEndian.PutUint32(dst, key[0])
+	binary.LittleEndian.PutUint32(dst[4:], key[1])
+}
+
+// ternEncodeGather is EncodeGather for ungrouped tern on the AVX2 path: the
+// rows idx of src coded where they lie. It reports whether it ran (not
+// where an index lies outside src: the gathering copy panics on it).
+func ternEncodeGather(dst []byte, src []float32, idx []int32, cols int, seed uint64) bool {
+	if !fast || len(idx) == 0 || cols == 0 {
+		return false
+	}
+	for _, r := range idx {
+		if r < 0 || (int(r)+1)*cols > len(src) {
+			return false
+		}
+	}
+	key := drawKey(seed)
+	putTernKey(dst, key)
+	return ternEncodeFast(dst[ternKey:], src, idx, len(idx), cols, 0, key)
 }
 
 // ternDecodeAll is Decode for tern(g).

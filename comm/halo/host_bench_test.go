@@ -70,18 +70,24 @@ func BenchmarkEncodeRows(b *testing.B) {
 // every 8 epochs. Between iterations each rank's rows move by about 5%, so
 // that most residuals are sent, as in a hidden layer of training. Bytes:
 // the float32 halo rows of both directions, all ranks. forward-only codes
-// the gradients plainly (residual coding of the activations alone).
+// the gradients plainly (residual coding of the activations alone). The
+// tern cases code the residuals (and the plain gradients) ternary instead.
 func BenchmarkResidualExchange(b *testing.B) {
-	for _, both := range []bool{true, false} {
-		name := "both-directions"
-		if !both {
-			name = "forward-only"
+	for _, c := range []codec.Spec{codec.Quant(2), codec.Tern()} {
+		for _, both := range []bool{true, false} {
+			name := "both-directions"
+			if !both {
+				name = "forward-only"
+			}
+			if c.Kind() == codec.KindTern {
+				name += "/tern"
+			}
+			b.Run(name, func(b *testing.B) { residualExchange(b, c, both) })
 		}
-		b.Run(name, func(b *testing.B) { residualExchange(b, both) })
 	}
 }
 
-func residualExchange(b *testing.B, both bool) {
+func residualExchange(b *testing.B, c codec.Spec, both bool) {
 	const q, owned, perPeer, f = 4, 12_500, 10_000, 128
 	rng := rand.New(rand.NewPCG(5, 6))
 	l := haloLayout{owned: make([]int, q), send: make([][][]int32, q)}
@@ -102,7 +108,7 @@ func residualExchange(b *testing.B, both bool) {
 			v := float32(r.NormFloat64())
 			rows[0][i], rows[1][i] = v, v*(1+0.05*float32(r.NormFloat64()))
 		}
-		x.SetCodecs(0, codec.Quant(2), codec.Quant(2))
+		x.SetCodecs(0, c, c)
 		if err := x.SetResidual(Residual{Forward: true, Backward: both, Skip: 0.005, Refresh: 8}); err != nil {
 			return err
 		}

@@ -424,7 +424,11 @@ func TestResidualFused(t *testing.T) {
 		var mu sync.Mutex
 		runExchange(t, l, f, func(x *Exchange[[]byte], h *kernels.Mat) error {
 			r := x.plan.Rank
-			x.SetCodecs(0, codec.Quant(b), codec.Quant(max(1, b-1)))
+			if b == 0 { // the ternary rung
+				x.SetCodecs(0, codec.Tern(), codec.Tern())
+			} else {
+				x.SetCodecs(0, codec.Quant(b), codec.Quant(max(1, b-1)))
+			}
 			if err := x.SetResidual(Residual{Forward: true, Backward: backwardRes, Skip: skip}); err != nil {
 				return err
 			}
@@ -455,7 +459,7 @@ func TestResidualFused(t *testing.T) {
 		})
 		return tr
 	}
-	for _, b := range []int{1, 2, 3, 8} {
+	for _, b := range []int{0, 1, 2, 3, 8} { // 0: ternary
 		for _, skip := range []float32{0, 0.05} {
 			for _, backwardRes := range []bool{true, false} {
 				want, got := run(false, b, skip, backwardRes), run(true, b, skip, backwardRes)
