@@ -68,6 +68,9 @@ method_args() {
     full) echo "" ;;
     nocomm) echo "--no-comm" ;;
     recommended-quant) echo "--compress recommended" ;;
+    # The recommended setting of the first family runs: from 2 bits up
+    # (the ternary rung above the ladder's start).
+    recommended2-quant) echo "--compress recommended --ratio-max 16" ;;
     # The recommended setting before the validation family (grids before
     # family): 2-bit residual-coded activations skipped below 2% of their
     # size, 1-bit plain gradients without the rows below a tenth of the
@@ -76,6 +79,7 @@ method_args() {
     # adaptive rule from 2 bits up with bound kappa.
     rq-fixed) echo "--compress recommended --schedule fixed --ratio 16" ;;
     rq-ak*) echo "--compress recommended --schedule adaptive --ratio-max 16 --kappa ${1#rq-ak}" ;;
+    rq-gs*) echo "--compress recommended --grad-skip ${1#rq-gs}" ;; # the gradients' floor (tuned after the family)
     recommended1-quant) echo "--compress recommended $RECOMMENDED1" ;;
     recommended1-quant-gs*) echo "--compress recommended $RECOMMENDED1 --group-width 0 --grad-skip ${1#recommended1-quant-gs}" ;;
     recommended1-quant-gw*) echo "--compress recommended $RECOMMENDED1 --group-width ${1#recommended1-quant-gw}" ;;
@@ -357,6 +361,7 @@ case ${1:-all} in
   gat) gat ;;
   family-tune) family 'tune*' "$FAMILY_SEEDS" full recommended-quant ;;
   family-tune-candidates) family 'tune*' "$FAMILY_SEEDS" full recommended1-quant rq-fixed rq-ak0.5 rq-ak1 rq-ak2 ;;
+  family-tune-gs) family 'tune*' "$FAMILY_SEEDS" full rq-gs0.1 rq-gs0.3 rq-gs1 ;;
   family-check) family 'check*' "$FAMILY_SEEDS" full recommended-quant ;;
   family-real) family_real full recommended-quant ;;
   report) report ;;

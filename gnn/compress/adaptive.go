@@ -28,8 +28,9 @@ import (
 // the bound; dividing by the loss keeps a loss spike from setting the scale.
 //
 // The prediction starts from the last measured error e0 at a lossy rate r0
-// of the same layer: for quant, stochastic rounding error scales with the
-// step, e(b) = e0 (2^b0 - 1) / (2^b - 1) for b <= 8 bits, bf16 is taken as
+// of the same layer: for quant, rounding error scales with the step,
+// e(L) = e0 (L0 - 1) / (L - 1) for grids of L = 2^b points (b <= 8 bits)
+// or 3 (the ternary rung), bf16 is taken as
 // its rounding error 2^-9, raw as 0; for trunc, dropped columns are taken
 // to carry equal energy, e(r)^2 = e0^2 (1 - 1/r) / (1 - 1/r0). The loop
 // corrects a poor prediction one epoch later, because the next measurement
@@ -38,6 +39,10 @@ type Adaptive struct {
 	Codec codec.Kind // quant or trunc: selects the ladder and the error model
 	Kappa float64    // relative payload error allowed at the largest gradient
 	RMax  float64    // rate of the first epoch, before anything is measured
+	// Tern puts quant's ternary rung (codec.TernRate: 3 levels) on the
+	// ladder, between 1 and 2 bits: the exchanges code residuals, which
+	// the rung's codes are for (Plan.Codecs).
+	Tern bool
 
 	smoothed, gmin, gmax float64
 	rates                []float64 // chosen for the next epoch
@@ -121,6 +126,9 @@ func (s *Adaptive) ladder() []float64 {
 			if rb := 32 / float64(b); rb <= s.RMax {
 				r = append(r, rb)
 			}
+			if b == 1 && s.Tern && codec.TernRate <= s.RMax {
+				r = append(r, codec.TernRate)
+			}
 		}
 	} else {
 		for rb := 128.0; rb >= 2; rb /= 2 {
@@ -190,12 +198,20 @@ func (s *Adaptive) predict(l int, r float64) float64 {
 	if s.Codec == codec.KindTrunc {
 		return e0 * math.Sqrt((1-1/r)/(1-1/r0))
 	}
-	b, b0 := codec.QuantBitsForRate(r), codec.QuantBitsForRate(r0)
-	switch {
+	switch b := codec.QuantBitsForRate(r); {
 	case b >= 32:
 		return 0
 	case b == 16:
 		return bf16Error
 	}
-	return e0 * float64(int(1)<<b0-1) / float64(int(1)<<b-1)
+	return e0 * float64(s.levels(r0)-1) / float64(s.levels(r)-1)
+}
+
+// levels is the quant grid's points at rate r: 3 on the ternary rung,
+// else 2^b.
+func (s *Adaptive) levels(r float64) int {
+	if s.Tern && r >= codec.TernRate && r < 32 {
+		return 3
+	}
+	return 1 << codec.QuantBitsForRate(r)
 }

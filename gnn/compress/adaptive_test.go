@@ -97,3 +97,38 @@ func TestAdaptiveState(t *testing.T) {
 		t.Error("SetState accepted rates without reference errors")
 	}
 }
+
+// TestAdaptiveTernRung: with residual coding the quant ladder holds the
+// ternary rung (3 levels) between 1 and 2 bits, and predicts across it by
+// the levels: from e0 measured at the rung, 2 bits err e0 * 2/3 and 3
+// bits e0 * 2/7.
+func TestAdaptiveTernRung(t *testing.T) {
+	s := NewAdaptive(codec.KindQuant, 1, codec.TernRate)
+	s.Tern = true
+	if got := fmt.Sprint(s.ladder()); got != "[20 16 10.666666666666666 8 6.4 5.333333333333333 4.571428571428571 4 2 1]" {
+		t.Fatalf("ladder %v", got)
+	}
+	s.Observe(&metrics.Epoch{Rates: []float64{codec.TernRate}, CompError: []float64{0.9}, GradNorm: 1, Loss: 1})
+	if p := s.predict(0, 16); math.Abs(p-0.6) > 1e-12 {
+		t.Errorf("2 bits predicted %v, want 0.6", p)
+	}
+	if p := s.predict(0, 32.0/3); math.Abs(p-0.9*2/7) > 1e-12 {
+		t.Errorf("3 bits predicted %v, want %v", p, 0.9*2/7)
+	}
+	r := make([]float64, 1)
+	if s.Rates(1, r); r[0] != codec.TernRate { // bound 1: the rung's 0.9 meets it
+		t.Errorf("rate %v, want the rung's", r[0])
+	}
+	// q = ||g||/loss falls to 0.4 of its first value: the smoothed q is 0.7
+	// of it, and so is the bound; 2 bits (0.6) meet it.
+	s.Observe(&metrics.Epoch{Rates: r, CompError: []float64{0.9}, GradNorm: 0.4, Loss: 1})
+	if s.Rates(2, r); r[0] != 16 {
+		t.Errorf("rate %v after the bound fell to 0.7, want 16 (2 bits)", r[0])
+	}
+	plain := NewAdaptive(codec.KindQuant, 1, 128)
+	for _, rate := range plain.ladder() {
+		if rate == codec.TernRate {
+			t.Fatal("the ladder without residual coding holds the ternary rung")
+		}
+	}
+}

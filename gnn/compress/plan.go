@@ -85,9 +85,12 @@ type Plan struct {
 	Residual        ResidualMode
 	ResidualSkip    float64
 	ResidualRefresh int
-	// GradSkip leaves out of the lossy backward exchanges that code no
-	// residuals every gradient row whose squared norm is below GradSkip
-	// times the mean of its message's rows (0 sends every row).
+	// GradSkip leaves out of the lossy backward exchanges small gradient
+	// rows against the mean squared norm of their message's rows (0 sends
+	// every row): where they code no residuals, a row whose squared norm
+	// is below GradSkip times that mean; where they do, also a row whose
+	// residual's largest magnitude m has width·m² at most GradSkip times
+	// it, its residual kept for later (halo.Residual.SkipGrad).
 	GradSkip float64
 	// GroupWidth makes the quant rows of a layer narrower than GroupWidth
 	// values share one header per ceil(GroupWidth/width) rows (0: a header
@@ -161,6 +164,8 @@ func (p *Plan) Validate(epochs int) error {
 		return fmt.Errorf("grad-skip: got %v, expected a number in [0, 1]", s)
 	case s > 0 && p.Bwd == codec.KindNone:
 		return fmt.Errorf("grad-skip: the gradients go raw (codec-bwd none); it needs a lossy backward codec")
+	case s > 0 && p.Residual == ResidualOn && p.ResidualSkip == 0:
+		return fmt.Errorf("grad-skip: residual-coded gradients leave rows out through the skip's bitmap; it needs --residual-skip > 0")
 	}
 	switch b := p.BitsBwd; {
 	case b == 0:
@@ -182,7 +187,9 @@ func (p *Plan) NewSchedule(epochs int) Schedule {
 	case ScheduleVarco:
 		return Varco{RMax: p.RatioMax, RMin: p.RatioMin, Slope: p.Slope, Epochs: epochs}
 	case ScheduleAdaptive:
-		return NewAdaptive(p.Fwd, p.Kappa, p.RatioMax)
+		a := NewAdaptive(p.Fwd, p.Kappa, p.RatioMax)
+		a.Tern = p.Residual != ResidualOff
+		return a
 	}
 	return Fixed{R: p.Ratio}
 }
@@ -225,16 +232,31 @@ func (p *Plan) Codecs(rates []float64, widths []int, fwd, bwd []codec.Spec, bits
 		if p.BitsBwd > 0 {
 			bwd[l] = codec.Quant(p.BitsBwd)
 		}
+		if p.ternRung(p.Fwd, r) && p.Residual != ResidualOff {
+			fwd[l] = codec.Tern()
+		}
+		if p.ternRung(p.Bwd, r) && p.Residual == ResidualOn && p.BitsBwd == 0 {
+			bwd[l] = codec.Tern()
+		}
 		g := GroupFor(p.GroupWidth, widths[l])
 		fwd[l], bwd[l] = fwd[l].Grouped(g), bwd[l].Grouped(g)
 		switch p.Fwd {
 		case codec.KindQuant:
-			bits[l] = codec.QuantBitsForRate(r)
+			bits[l] = fwd[l].Bits()
 		case codec.KindTrunc:
 			bits[l] = max(1, min(widths[l], int(float64(widths[l])/r))) // columns kept
 		}
 	}
 	return nil
+}
+
+// ternRung reports whether an exchange of codec kind k at rate r is on
+// quant's ternary rung, [TernRate, 32): where it codes residuals it sends
+// ternary codes, where it does not 1 bit (floor(32/r)), as before the rung
+// existed. Error feedback through 1-bit codes does not converge, through
+// ternary ones it does (docs/VARCO.md).
+func (p *Plan) ternRung(k codec.Kind, r float64) bool {
+	return k == codec.KindQuant && r >= codec.TernRate && r < 32
 }
 
 // GroupFor is the rows per header of a layer whose rows are width wide,
@@ -276,7 +298,7 @@ func (p *Plan) Describe(epochs int) string {
 		out += fmt.Sprintf(", rows narrower than %d values sharing headers", p.GroupWidth)
 	}
 	if p.GradSkip > 0 {
-		out += fmt.Sprintf(", gradient rows below %g of the mean squared norm left out", p.GradSkip)
+		out += fmt.Sprintf(", gradient rows (or their residuals) below %g of the mean squared norm left out", p.GradSkip)
 	}
 	if p.Eval != EvalConfirm {
 		out += fmt.Sprintf(", evaluation %s", p.Eval)

@@ -16,11 +16,12 @@ const (
 	PresetNone = "none"
 	// PresetRecommended is residual coding with error feedback of the
 	// activations and of the returned gradients, on every layer and epoch,
-	// at 2 bits or more as the adaptive rule asks (docs/VARCO.md, "The
-	// recommended setting"): a row's error shrinks with every exchange and
-	// vanishes as the row stops changing, and a layer whose measured error
-	// breaks the descent bound gets more bits. A row whose residual is at most 0.5% of its size stays
-	// out, but each row goes at least every 8 epochs; rows narrower than 64
+	// in ternary codes (1.6 bits a value) or more bits as the adaptive rule
+	// asks (docs/VARCO.md, "The recommended setting"): a row's error
+	// shrinks with every exchange and vanishes as the row stops changing,
+	// and a layer whose measured error breaks the descent bound gets more
+	// bits. A row whose residual is at most 0.5% of its size stays out,
+	// but each row goes at least every 8 epochs; rows narrower than 64
 	// values share headers.
 	PresetRecommended = "recommended"
 	// PresetAuthors is the VARCO authors' setting: truncation on their ramp
@@ -39,7 +40,7 @@ func Preset(name string) (Plan, error) {
 	switch name {
 	case PresetNone:
 	case PresetRecommended:
-		p.Fwd, p.Bwd, p.Schedule, p.RatioMax = codec.KindQuant, codec.KindQuant, ScheduleAdaptive, 16
+		p.Fwd, p.Bwd, p.Schedule, p.RatioMax = codec.KindQuant, codec.KindQuant, ScheduleAdaptive, codec.TernRate
 		p.Residual, p.ResidualSkip, p.ResidualRefresh, p.GroupWidth = ResidualOn, 0.005, 8, 64
 	case PresetAuthors:
 		p.Fwd, p.Bwd, p.Schedule, p.RawLastLayer, p.Eval = codec.KindTrunc, codec.KindTrunc, ScheduleVarco, true, EvalCompressed
