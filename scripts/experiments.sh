@@ -309,7 +309,7 @@ family() {
 # FAMILY_SEEDS samples the seeds of the generated members (the script
 # skips finished runs, so a later call with more seeds adds only those).
 FAMILY_SEEDS=${FAMILY_SEEDS:-0 1 2 3 4}
-FAMILY_REAL="amazon_photo tolokers csbm100k $BREADTH_DATASETS"
+FAMILY_REAL=${FAMILY_REAL:-"amazon_photo tolokers csbm100k $BREADTH_DATASETS"}
 family_real() {
   local s d p m
   for s in 0 1 2 3 4; do
@@ -326,9 +326,9 @@ config() {
 scripts/experiments.sh on $(uname -n): $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); config written at git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 every run: gnn-spmd train <dataset> --ranks Q --partition P --seed S --epochs $EPOCHS --hidden $HIDDEN <method> [--eval exact: every grid but core8, breadth and family*] --quiet --metrics FILE
 model: 3-layer GraphSAGE (mean), hidden $HIDDEN, Adam lr 0.01, no dropout, no weight decay, $EPOCHS epochs; compressed runs evaluated at full precision every epoch (--eval exact, then the default) but in grids core8, breadth and family* (the default --eval confirm)
-recommended-quant: --compress recommended, the setting of the grid's day: in the grids before family $RECOMMENDED1 on top of today's preset
+recommended-quant: --compress recommended, the setting of the grid's day: in the grids before family $RECOMMENDED1 on top of today's preset; in the grids family and family-real today's preset (ternary residual codes from its first epoch), whose runs before it are recommended2-quant: $(method_args recommended2-quant)
 grid family: the generated members of FAMILY in scripts/experiments.sh (gnn-spmd gen --nodes 20000 --features 64 --degree D --snr S --homophily H --classes C --seed G), each with its partition, Q and model (sage and gcn: 3 layers, hidden 64, lr 0.01; gat: $(family_model gat | sed 's/ --epochs 100//')), 100 epochs; candidates tuned on the tune members: $(for m in recommended1-quant rq-fixed rq-ak0.5 rq-ak1 rq-ak2; do echo -n "$m: $(method_args $m); "; done)
-grid family-real: $FAMILY_REAL with the core model, both partitions, Q = 4
+grid family-real: amazon_photo tolokers csbm100k $BREADTH_DATASETS with the core model, both partitions, Q = 4
 csbm100k: hidden $GEN_HIDDEN; csbm1m: $BIG_EPOCHS epochs, hidden $BIG_HIDDEN
 grid gat: the model flags $GAT_MODEL after all others (so the per-head hidden width is 8 on every dataset)
 generated graphs: gnn-spmd gen --nodes N --classes 5 --degree 8 --homophily 0.8 --features 16 --snr 0.4 --seed 7

@@ -826,6 +826,20 @@ static inline void prefetch_rows(const float* x, const float* s, int cols) {
     __builtin_prefetch(s + cols - 1);
 }
 
+// delta_forced reports whether the refresh forces the row at cycle = (k +
+// phase) % every to go, and steps cycle to the next row's.
+static inline int delta_forced(int every, int* cycle) {
+    const int forced = every > 0 && *cycle == 0;
+    if (every > 0 && ++*cycle == every) *cycle = 0;
+    return forced;
+}
+
+// delta_keeps is Skip.Keeps's test on a row's largest magnitudes (float32
+// bits without the sign): the residual's md and the row's mm.
+static inline int delta_keeps(uint32_t md, uint32_t mm, float tau, float skip_floor) {
+    return md > 0x7f7fffffu || (u2f(md) > tau * u2f(mm) && u2f(md) > skip_floor);
+}
+
 // gnn_quant_delta_encode is DeltaEncode (delta.go) for quant(b), b < 16, in
 // one pass over each row: the difference d from the reference row, the
 // skip test (Skip.Keeps: tau, floor, and row k forced where (k + phase) % every
@@ -844,15 +858,14 @@ AVX2 void gnn_quant_delta_encode(uint8_t* dst, const float* m, const int32_t* id
     uint8_t* qb = (uint8_t*)(buf + cols); // a kept row's codes, one byte each, from the encoder to the update
     int cycle = phase;                    // (k + phase) % every
     for (int64_t k = 0; k < rows; k++) {
-        const int forced = every > 0 && cycle == 0;
-        if (every > 0 && ++cycle == every) cycle = 0;
+        const int forced = delta_forced(every, &cycle);
         const float* x = m + (int64_t)idx[k] * cols;
         float* s = ref + k * cols;
         if (k + DELTA_AHEAD < rows) prefetch_rows(m + (int64_t)idx[k + DELTA_AHEAD] * cols, s + DELTA_AHEAD * cols, cols);
         uint32_t md, mm;
         float lo, hi;
         delta_sub(buf, x, s, cols, &md, &mm, &lo, &hi);
-        if (bitmap && !forced && !(md > 0x7f7fffffu || (u2f(md) > tau * u2f(mm) && u2f(md) > skip_floor))) {
+        if (bitmap && !forced && !delta_keeps(md, mm, tau, skip_floor)) {
             sq_row(&a, x, s, cols);
             continue;
         }
@@ -1253,15 +1266,14 @@ AVX2 void gnn_tern_delta_encode(uint8_t* dst, const float* m, const int32_t* idx
     __m128i d[8];
     int cycle = phase; // (k + phase) % every
     for (int64_t k = 0; k < rows; k++) {
-        const int forced = every > 0 && cycle == 0;
-        if (every > 0 && ++cycle == every) cycle = 0;
+        const int forced = delta_forced(every, &cycle);
         const float* x = m + (int64_t)idx[k] * cols;
         float* s = ref + k * cols;
         if (k + DELTA_AHEAD < rows) prefetch_rows(m + (int64_t)idx[k + DELTA_AHEAD] * cols, s + DELTA_AHEAD * cols, cols);
         uint32_t md, mm;
         float lo, hi;
         delta_sub(buf, x, s, cols, &md, &mm, &lo, &hi);
-        if (bitmap && !forced && !(md > 0x7f7fffffu || (u2f(md) > tau * u2f(mm) && u2f(md) > skip_floor))) {
+        if (bitmap && !forced && !delta_keeps(md, mm, tau, skip_floor)) {
             sq_row(&a, x, s, cols);
             continue;
         }
