@@ -232,10 +232,10 @@ func (p *Plan) Codecs(rates []float64, widths []int, fwd, bwd []codec.Spec, bits
 		if p.BitsBwd > 0 {
 			bwd[l] = codec.Quant(p.BitsBwd)
 		}
-		if p.ternRung(p.Fwd, r) && p.Residual != ResidualOff {
+		if ternRung(p.Fwd, r) && p.Residual != ResidualOff {
 			fwd[l] = codec.Tern()
 		}
-		if p.ternRung(p.Bwd, r) && p.Residual == ResidualOn && p.BitsBwd == 0 {
+		if ternRung(p.Bwd, r) && p.Residual == ResidualOn && p.BitsBwd == 0 {
 			bwd[l] = codec.Tern()
 		}
 		g := GroupFor(p.GroupWidth, widths[l])
@@ -255,7 +255,7 @@ func (p *Plan) Codecs(rates []float64, widths []int, fwd, bwd []codec.Spec, bits
 // ternary codes, where it does not 1 bit (floor(32/r)), as before the rung
 // existed. Error feedback through 1-bit codes does not converge, through
 // ternary ones it does (docs/VARCO.md).
-func (p *Plan) ternRung(k codec.Kind, r float64) bool {
+func ternRung(k codec.Kind, r float64) bool {
 	return k == codec.KindQuant && r >= codec.TernRate && r < 32
 }
 

@@ -123,3 +123,27 @@ func TestCodecs(t *testing.T) {
 		t.Errorf("raw last layer: rate %v, %s forward, %s backward, %d bits", rates[2], fwd[2].Name(), bwd[2].Name(), bits[2])
 	}
 }
+
+// TestTernRung: at rates 20 to 32 a quant exchange that codes residuals
+// sends ternary codes, grouped like quant's below the group width; a plain
+// one sends 1 bit, as do residual-coded exchanges at 32 and above.
+func TestTernRung(t *testing.T) {
+	p := MustPreset(PresetRecommended)
+	fwd, bwd, bits := make([]codec.Spec, 2), make([]codec.Spec, 2), make([]int, 2)
+	if err := p.Codecs([]float64{20, 32}, []int{64, 16}, fwd, bwd, bits); err != nil {
+		t.Fatal(err)
+	}
+	if fwd[0] != codec.Tern() || bwd[0] != codec.Tern() || bits[0] != codec.TernBits {
+		t.Errorf("rate 20, residual coding: %s and %s (%d bits), want tern", fwd[0].Name(), bwd[0].Name(), bits[0])
+	}
+	if fwd[1] != codec.Quant(1).Grouped(4) || bits[1] != 1 {
+		t.Errorf("rate 32: %s (%d bits), want quant(b=1,g=4)", fwd[1].Name(), bits[1])
+	}
+	p.Residual = ResidualForward
+	if err := p.Codecs([]float64{25, 25}, []int{64, 16}, fwd, bwd, bits); err != nil {
+		t.Fatal(err)
+	}
+	if fwd[1] != codec.Tern().Grouped(4) || bwd[0] != codec.Quant(1) {
+		t.Errorf("activations only: %s forward, %s backward, want tern(g=4) and quant(b=1)", fwd[1].Name(), bwd[0].Name())
+	}
+}
