@@ -68,9 +68,9 @@ method_args() {
     full) echo "" ;;
     nocomm) echo "--no-comm" ;;
     recommended-quant) echo "--compress recommended" ;;
-    # The recommended setting of the first family runs: from 2 bits up
-    # (the ternary rung above the ladder's start).
-    recommended2-quant) echo "--compress recommended --ratio-max 16" ;;
+    # The recommended setting from the ternary rung (a candidate: outside
+    # the margin on two check members; docs/VARCO.md).
+    rq-tern) echo "--compress recommended --ratio-max 20" ;;
     # The recommended setting before the validation family (grids before
     # family): 2-bit residual-coded activations skipped below 2% of their
     # size, 1-bit plain gradients without the rows below a tenth of the
@@ -326,7 +326,7 @@ config() {
 scripts/experiments.sh on $(uname -n): $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); config written at git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 every run: gnn-spmd train <dataset> --ranks Q --partition P --seed S --epochs $EPOCHS --hidden $HIDDEN <method> [--eval exact: every grid but core8, breadth and family*] --quiet --metrics FILE
 model: 3-layer GraphSAGE (mean), hidden $HIDDEN, Adam lr 0.01, no dropout, no weight decay, $EPOCHS epochs; compressed runs evaluated at full precision every epoch (--eval exact, then the default) but in grids core8, breadth and family* (the default --eval confirm)
-recommended-quant: --compress recommended, the setting of the grid's day: in the grids before family $RECOMMENDED1 on top of today's preset; in the grids family and family-real today's preset (ternary residual codes from its first epoch), whose runs before it are recommended2-quant: $(method_args recommended2-quant)
+recommended-quant: --compress recommended, the setting of the grid's day: in the grids before family $RECOMMENDED1 on top of today's preset; rq-tern: $(method_args rq-tern), the candidate starting from ternary codes
 grid family: the generated members of FAMILY in scripts/experiments.sh (gnn-spmd gen --nodes 20000 --features 64 --degree D --snr S --homophily H --classes C --seed G), each with its partition, Q and model (sage and gcn: 3 layers, hidden 64, lr 0.01; gat: $(family_model gat | sed 's/ --epochs 100//')), 100 epochs; candidates tuned on the tune members: $(for m in recommended1-quant rq-fixed rq-ak0.5 rq-ak1 rq-ak2; do echo -n "$m: $(method_args $m); "; done)
 grid family-real: amazon_photo tolokers csbm100k $BREADTH_DATASETS with the core model, both partitions, Q = 4
 csbm100k: hidden $GEN_HIDDEN; csbm1m: $BIG_EPOCHS epochs, hidden $BIG_HIDDEN
@@ -360,6 +360,8 @@ case ${1:-all} in
   more) more actor flickr csbm1m ;;
   gat) gat ;;
   family-tune) family 'tune*' "$FAMILY_SEEDS" full recommended-quant ;;
+  family-tern) family '*' "$FAMILY_SEEDS" full rq-tern ;;
+  family-real-tern) family_real full rq-tern ;;
   family-tune-candidates) family 'tune*' "$FAMILY_SEEDS" full recommended1-quant rq-fixed rq-ak0.5 rq-ak1 rq-ak2 ;;
   family-tune-gs) family 'tune*' "$FAMILY_SEEDS" full rq-gs0.1 rq-gs0.3 rq-gs1 ;;
   family-check) family 'check*' "$FAMILY_SEEDS" full recommended-quant ;;

@@ -328,7 +328,7 @@ func TestCompressFlags(t *testing.T) {
 		// --codec quant alone is the recommended preset.
 		{[]string{"--codec", "quant"}, func(p *compress.Plan) {}},
 		// The presets spelled out in expert flags, as docs/VARCO.md gives them.
-		{strings.Fields("--codec quant --schedule adaptive --ratio-max 20 --residual on --residual-skip 0.005 --residual-refresh 8 --group-width 64"), func(p *compress.Plan) {}},
+		{strings.Fields("--codec quant --schedule adaptive --ratio-max 16 --residual on --residual-skip 0.005 --residual-refresh 8 --group-width 64"), func(p *compress.Plan) {}},
 		{strings.Fields("--codec trunc --schedule varco --raw-last-layer --eval compressed"), func(p *compress.Plan) { *p = compress.MustPreset(compress.PresetAuthors) }},
 	} {
 		want := rec
@@ -359,7 +359,7 @@ func TestCompressFlags(t *testing.T) {
 		t.Fatalf("gen: %s", stderr)
 	}
 	code, stdout, stderr := runCLI("train", "--data", g, "--ranks", "2", "--epochs", "2", "--hidden", "8", "--compress", "recommended")
-	if code != 0 || !strings.Contains(stdout, "schedule adaptive(quant,kappa=2,rmax=20)") || !strings.Contains(stdout, "rate 20/20/20") {
+	if code != 0 || !strings.Contains(stdout, "schedule adaptive(quant,kappa=2,rmax=16)") || !strings.Contains(stdout, "rate 16/16/16") {
 		t.Errorf("--compress recommended: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -15,7 +15,7 @@ import (
 func TestPresets(t *testing.T) {
 	for name, want := range map[string]string{
 		PresetNone:        "full communication",
-		PresetRecommended: "halo compression quant forward, quant backward, schedule adaptive(quant,kappa=2,rmax=20), residual coding (rows skipped below 0.005 of their size, each sent at least every 8 epochs), rows narrower than 64 values sharing headers",
+		PresetRecommended: "halo compression quant forward, quant backward, schedule adaptive(quant,kappa=2,rmax=16), residual coding (rows skipped below 0.005 of their size, each sent at least every 8 epochs), rows narrower than 64 values sharing headers",
 		PresetAuthors:     "halo compression trunc forward, trunc backward, schedule varco(rmax=128,rmin=1.5,slope=5,T=80), last layer raw, evaluation compressed",
 	} {
 		p, err := Preset(name)

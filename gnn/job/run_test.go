@@ -142,7 +142,7 @@ func TestCommunicationLine(t *testing.T) {
 	}{
 		{spec(compress.PresetNone, false), "full communication"},
 		{spec(compress.PresetNone, true), "no communication (cut edges dropped)"},
-		{spec(compress.PresetRecommended, false), "halo compression quant forward, quant backward, schedule adaptive(quant,kappa=2,rmax=20), residual coding (rows skipped below 0.005 of their size, each sent at least every 8 epochs), rows narrower than 64 values sharing headers"},
+		{spec(compress.PresetRecommended, false), "halo compression quant forward, quant backward, schedule adaptive(quant,kappa=2,rmax=16), residual coding (rows skipped below 0.005 of their size, each sent at least every 8 epochs), rows narrower than 64 values sharing headers"},
 	} {
 		if got := communication(c.s); got != c.want {
 			t.Errorf("got %q\nwant %q", got, c.want)
