@@ -38,8 +38,8 @@ func TestResidualExchangeMatchesHost(t *testing.T) {
 		fwd, bwd codec.Spec
 		res      halo.Residual
 	}{
-		{"recommended", codec.Tern(), codec.Tern(), halo.Residual{Forward: true, Backward: true, Skip: 0.005, Refresh: 8}},
-		{"2 bits", codec.Quant(2), codec.Quant(2), halo.Residual{Forward: true, Backward: true, Skip: 0.005, Refresh: 8}},
+		{"ternary rung", codec.Tern(), codec.Tern(), halo.Residual{Forward: true, Backward: true, Skip: 0.005, Refresh: 8}},
+		{"recommended", codec.Quant(2), codec.Quant(2), halo.Residual{Forward: true, Backward: true, Skip: 0.005, Refresh: 8}},
 		{"ternary shared headers", codec.Tern().Grouped(3), codec.Tern().Grouped(2), halo.Residual{Forward: true, Backward: true, Skip: 0.02, Refresh: 4}},
 		{"gradient floor", codec.Tern(), codec.Tern(), halo.Residual{Forward: true, Backward: true, Skip: 0.005, Refresh: 8, SkipGrad: 0.1}},
 		{"skip 5% refresh 3", codec.Quant(3), codec.Quant(2), halo.Residual{Forward: true, Backward: true, Skip: 0.05, Refresh: 3}},
